@@ -1,0 +1,65 @@
+"""Evaluating in chunks under a memory budget.
+
+A batch of work is cut along its leading axis into chunks that are mapped sequentially with
+:func:`jax.lax.map` (a scan), so the working set grows with the chunk and not with the batch;
+each chunk is vectorised, so the model sees one large batch at a time.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+
+DEFAULT_MEMORY_BUDGET = 512 * 2**20
+"""Default working-memory budget of an explainer call, in bytes (512 MiB)."""
+
+
+def map_chunks(fn: Callable[[Any], Any], xs: Any, chunk: int) -> Any:
+    """Apply a batched ``fn`` to ``xs`` in chunks of ``chunk`` along the leading axis.
+
+    ``fn`` takes and returns pytrees whose leaves share a leading batch axis. The batch is
+    padded (with copies of its first element, so padding never produces NaN) to a multiple
+    of ``chunk``, mapped chunk by chunk, and the padding is dropped from the result.
+
+    Args:
+      fn: batched function of a pytree with leading axis ``c`` to a pytree with leading axis ``c``.
+      xs: pytree of arrays with a common leading axis ``n``.
+      chunk: static chunk size (Python int, at least 1).
+    """
+    n = jax.tree_util.tree_leaves(xs)[0].shape[0]
+    if chunk >= n:
+        return fn(xs)
+    n_chunks = -(-n // chunk)
+    pad = n_chunks * chunk - n
+
+    def split(a):
+        if pad:
+            a = jnp.concatenate([a, jnp.broadcast_to(a[:1], (pad,) + a.shape[1:])], axis=0)
+        return a.reshape((n_chunks, chunk) + a.shape[1:])
+
+    out = jax.lax.map(fn, jax.tree_util.tree_map(split, xs))
+    return jax.tree_util.tree_map(lambda a: a.reshape((n_chunks * chunk,) + a.shape[2:])[:n], out)
+
+
+def plan_chunks(
+    n_rows: int,
+    coalitions_per_row: int,
+    evals_per_coalition: int,
+    bytes_per_eval: int,
+    memory_budget: int,
+) -> tuple[int, int]:
+    """Choose ``(rows_per_chunk, coalitions_per_chunk)`` so one chunk fits the budget.
+
+    One chunk evaluates the model on ``rows * coalitions * evals_per_coalition`` inputs.
+    Whole rows are preferred (every coalition of a row in one chunk); when a single row does
+    not fit, rows go one at a time and their coalitions are chunked instead.
+    """
+    per_coalition = max(evals_per_coalition * bytes_per_eval, 1)
+    per_row = per_coalition * coalitions_per_row
+    if per_row <= memory_budget:
+        rows = max(1, min(n_rows, memory_budget // per_row))
+        return rows, coalitions_per_row
+    coalitions = max(1, min(coalitions_per_row, memory_budget // per_coalition))
+    return 1, coalitions

@@ -1,0 +1,74 @@
+"""Coalition machinery: mask enumeration, Shapley weights, permutation sampling.
+
+Masks are boolean arrays of shape ``[..., M]``; ``True`` marks a feature in the coalition
+(taken from the explained row), ``False`` one that is masked out. Everything here is pure,
+keyed where random, and has static shapes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def all_masks(n_features: int) -> jax.Array:
+    """All ``2**M`` coalitions as a boolean ``[2**M, M]`` array.
+
+    Row ``i`` holds the binary digits of ``i``: feature ``j`` is in coalition ``i`` when bit ``j``
+    of ``i`` is set, so row 0 is the empty coalition and the last row the full one.
+    """
+    index = jnp.arange(2**n_features, dtype=jnp.uint32)[:, None]
+    bits = jnp.arange(n_features, dtype=jnp.uint32)[None, :]
+    return ((index >> bits) & 1).astype(bool)
+
+
+def shapley_weights(n_features: int) -> np.ndarray:
+    """Shapley weights ``w(s) = s! (M - s - 1)! / M!`` for ``s = 0, ..., M - 1``, in float64.
+
+    ``phi_j = sum over S not containing j of w(|S|) [v(S + j) - v(S)]`` (Shapley, 1953).
+    Computed as ``1 / (M * C(M - 1, s))`` to stay exact for large ``M``.
+    """
+    m = n_features
+    return np.array([1.0 / (m * math.comb(m - 1, s)) for s in range(m)], dtype=np.float64)
+
+
+def exact_coefficients(masks: jax.Array, dtype=jnp.float32) -> jax.Array:
+    """The ``[M, C]`` matrix ``A`` with ``phi = A @ v`` over the coalitions in ``masks``.
+
+    For a coalition ``S``: ``A[j, S] = w(|S| - 1)`` when ``j`` is in ``S`` (``S`` is reached by
+    adding ``j``) and ``-w(|S|)`` when it is not (``S`` is left by adding ``j``). Each row sums
+    to zero, so a constant shift of ``v`` leaves ``phi`` unchanged.
+
+    Args:
+      masks: ``[C, M]`` boolean, every coalition exactly once (for instance :func:`all_masks`).
+      dtype: floating dtype of the result.
+    """
+    m = masks.shape[-1]
+    w = jnp.asarray(np.append(shapley_weights(m), 0.0), dtype=dtype)  # w[M] = 0 is never selected
+    size = masks.sum(axis=-1)
+    return jnp.where(masks.T, w[size - 1][None, :], -w[size][None, :])
+
+
+def sample_permutations(key: jax.Array, n_features: int, n_permutations: int) -> jax.Array:
+    """``n_permutations`` independent uniform permutations of ``range(M)``, as ``[n, M]`` ints."""
+    keys = jax.random.split(key, n_permutations)
+    return jax.vmap(lambda k: jax.random.permutation(k, n_features))(keys)
+
+
+def permutation_ranks(perms: jax.Array) -> jax.Array:
+    """Position of each feature in each permutation: ``ranks[p, perms[p, k]] = k``."""
+    return jnp.argsort(perms, axis=-1)
+
+
+def prefix_masks(ranks: jax.Array) -> jax.Array:
+    """The interior prefixes of each permutation: ``[P, M - 1, M]`` boolean.
+
+    ``out[p, k - 1]`` is the coalition of the first ``k`` features of permutation ``p``,
+    for ``k = 1, ..., M - 1`` (the empty and full coalitions are shared by every walk).
+    """
+    m = ranks.shape[-1]
+    lengths = jnp.arange(1, m)
+    return ranks[:, None, :] < lengths[None, :, None]

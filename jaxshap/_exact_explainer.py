@@ -1,0 +1,46 @@
+"""``ExactExplainer``: Shapley values over all ``2**M`` coalitions."""
+
+from __future__ import annotations
+
+from ._exact import exact_shapley
+from ._explainer import Explainer
+
+MAX_EXACT_FEATURES = 20
+
+
+class ExactExplainer(Explainer):
+    r"""Exact Shapley values by enumerating every coalition.
+
+    .. math::
+
+        \phi_j(x) = \sum_{S \subseteq N \setminus \{j\}} \frac{|S|!\,(M-|S|-1)!}{M!}
+                    \bigl[v_x(S \cup \{j\}) - v_x(S)\bigr]
+
+    with ``v_x`` the masker's value function (by default interventional:
+    ``v_x(S) = mean_b f(x_S, b_{-S})`` over the background). Each row costs ``2**M * B`` model
+    evaluations, made in large batches under ``memory_budget``. Works inside ``jax.jit`` and
+    ``jax.grad`` for JAX models.
+
+    Example::
+
+        ex = jaxshap.ExactExplainer(model, background)
+        expl = ex(X)          # expl.values: [n, M]
+
+    Raises:
+      ValueError: with more than 20 features (use ``KernelExplainer`` or ``PermutationExplainer``).
+    """
+
+    def _check_n_features(self, n_features: int) -> None:
+        if n_features > MAX_EXACT_FEATURES:
+            raise ValueError(
+                f"ExactExplainer enumerates 2**M coalitions and supports at most {MAX_EXACT_FEATURES} "
+                f"features; the data has {n_features} (2**{n_features} = {2**n_features:,} coalitions). "
+                "Use jaxshap.KernelExplainer or jaxshap.PermutationExplainer instead."
+            )
+
+    def _coalitions_per_row(self) -> int:
+        return 2**self.n_features
+
+    def _estimate(self, key, value_fn):
+        phi, v0, _ = exact_shapley(value_fn, self.n_features)
+        return phi, v0, None

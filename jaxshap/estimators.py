@@ -1,0 +1,10 @@
+"""Estimator kernels, for research use: attributions from any value function.
+
+Each kernel works on one game ``v: [C, M] bool -> [C, ...]`` and knows nothing about models;
+``jax.vmap`` over rows makes a batch. The explainers are built on these.
+"""
+
+from ._exact import exact_shapley
+from ._permutation import permutation_shapley
+
+__all__ = ["exact_shapley", "permutation_shapley"]
