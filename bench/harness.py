@@ -1,0 +1,102 @@
+"""Timing helpers shared by the benchmark scenarios.
+
+Every scenario runs jaxshap and its reference in one process on identical inputs. jaxshap is
+timed after a warm-up call (its compile time is reported separately); the *floor* is the bare
+model evaluated on the same number of rows in large jitted batches, the time no model-agnostic
+explainer can beat on a CPU, where model evaluations dominate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def block(x: Any) -> Any:
+    """Wait for every JAX array in ``x``."""
+    return jax.block_until_ready(x)
+
+
+def timed(fn: Callable[[], Any], repeat: int = 3) -> tuple[float, float]:
+    """Return ``(first_call_s, best_warm_s)`` of ``fn`` (the first call includes compilation)."""
+    t0 = time.perf_counter()
+    block(fn())
+    first = time.perf_counter() - t0
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        block(fn())
+        best = min(best, time.perf_counter() - t0)
+    return first, best
+
+
+def time_host(fn: Callable[[], Any], repeat: int = 1) -> float:
+    """Best wall time of a host (non-JAX) call such as a shap explainer."""
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def model_floor(model: Callable, n_rows: int, n_features: int, batch: int = 1 << 19, repeat: int = 3) -> float:
+    """Seconds to evaluate the bare ``model`` on ``n_rows`` rows in large jitted batches.
+
+    The rows are generated on the device beforehand; only the model's work is timed.
+    """
+    batch = min(batch, n_rows)
+    n_batches = -(-n_rows // batch)
+    xs = jax.random.normal(jax.random.key(0), (n_batches, batch, n_features), jnp.float32)
+    run = jax.jit(lambda xs: jax.lax.map(lambda x: jnp.sum(model(x)), xs))
+    _, best = timed(lambda: run(xs), repeat)
+    return best * n_rows / (n_batches * batch)
+
+
+def mlp_params(key: jax.Array, n_features: int, hidden: int = 64, n_outputs: int | None = None) -> dict:
+    """Random two-layer tanh MLP parameters (the benchmarks' standard non-linear model)."""
+    k1, k2 = jax.random.split(key)
+    out = () if n_outputs is None else (n_outputs,)
+    return {
+        "w1": jax.random.normal(k1, (n_features, hidden)) / np.sqrt(n_features),
+        "b1": jnp.zeros(hidden),
+        "w2": jax.random.normal(k2, (hidden,) + out) / np.sqrt(hidden),
+    }
+
+
+def mlp(params: dict, x: jax.Array) -> jax.Array:
+    """``tanh(x W1 + b1) W2``: ``[n, M] -> [n]`` (or ``[n, K]``)."""
+    return jnp.tanh(x @ params["w1"] + params["b1"]) @ params["w2"]
+
+
+def markdown_table(rows: list[dict]) -> str:
+    """Render a list of flat dicts (same keys) as a markdown table."""
+    if not rows:
+        return "(no rows)"
+    keys = list(rows[0])
+    fmt = lambda v: f"{v:.4g}" if isinstance(v, float) else str(v)
+    lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
+    lines += ["| " + " | ".join(fmt(r.get(k, "")) for k in keys) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def environment() -> dict:
+    """What the figures were measured on."""
+    return {
+        "jax": jax.__version__,
+        "backend": jax.default_backend(),
+        "devices": [str(d) for d in jax.devices()],
+        "cpu_count": os.cpu_count(),
+    }
+
+
+def save_json(path: str, payload: dict) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w") as fh:
+        json.dump(payload, fh, indent=2, default=float)
