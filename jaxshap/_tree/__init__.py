@@ -1,0 +1,1 @@
+"""TreeSHAP for tree ensembles (private subpackage)."""
