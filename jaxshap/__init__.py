@@ -2,7 +2,7 @@
 
 Public API (everything else is private):
 
-* Explainers: :class:`ExactExplainer`, :class:`PermutationExplainer`.
+* Explainers: :class:`ExactExplainer`, :class:`PermutationExplainer`, :class:`TreeExplainer`.
 * Result: :class:`Explanation`.
 * Submodules: :mod:`jaxshap.maskers` (value functions), :mod:`jaxshap.estimators` (estimator
   kernels on any value function), :mod:`jaxshap.coalitions` (masks, weights, permutations),
@@ -14,6 +14,7 @@ from ._chunking import DEFAULT_MEMORY_BUDGET
 from ._exact_explainer import ExactExplainer
 from ._explanation import Explanation
 from ._permutation_explainer import PermutationExplainer
+from ._tree import TreeExplainer
 
 __version__ = "0.1.0"
 
@@ -22,6 +23,7 @@ __all__ = [
     "ExactExplainer",
     "Explanation",
     "PermutationExplainer",
+    "TreeExplainer",
     "coalitions",
     "datasets",
     "estimators",
