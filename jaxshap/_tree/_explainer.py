@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Sequence
 
 import jax
@@ -18,6 +19,75 @@ from ._paths import decompose, follows, pattern, slot_arrays
 
 _MODES = ("tree_path_dependent", "interventional")
 MAX_TABLE_SLOTS = 10  # tables have 2**U rows per path
+
+
+def _put(a, dtype) -> jax.Array:
+    """A host array on the default device, converted on the host (no compiled conversion)."""
+    return jax.device_put(np.asarray(a, dtype))
+
+
+# --- compiled building blocks (module level, so equal shapes share one compilation) ---------------
+@functools.partial(jax.jit, static_argnums=(2,))
+def _path_dependent_tables(zero_fraction, value, path_chunk):
+    """``[P, 2**U, U]``: every pattern's path-dependent values, times the leaf value."""
+    return map_chunks(jax.vmap(path_table), zero_fraction, path_chunk) * value[:, None, None]
+
+
+@jax.jit
+def _background_follows(slots, background):
+    """``[B, P, U]`` slot tests of the background rows and ``[P]`` share of rows reaching each leaf."""
+    bg = jax.vmap(follows, in_axes=(None, 0))(slots, background)
+    return bg, jnp.mean(jnp.all(bg, axis=-1).astype(background.dtype), axis=0)
+
+
+@functools.partial(jax.jit, static_argnums=(3,))
+def _interventional_tables(bg_follows, pair, value, use_histogram):
+    """``[P, 2**U, U]``: mean over background rows of the pair values, per x pattern, times the
+    leaf value. Either a histogram of the background's patterns per path contracted with the
+    pair table (``P 4**U U`` work), or a scan over background rows (``B P 2**U U`` work)."""
+    n_bg, n_paths, _ = bg_follows.shape
+    codes = pattern(bg_follows)  # [B, P]
+    if use_histogram:
+        counts = jnp.zeros((n_paths, pair.shape[0]), pair.dtype).at[jnp.arange(n_paths)[None, :], codes].add(1.0)
+        table = jnp.einsum("pb,abu->pau", counts / n_bg, pair)
+    else:
+        def add(acc, c):  # c: [P], one background row's patterns
+            return acc + jnp.transpose(pair[:, c, :], (1, 0, 2)), None
+
+        table, _ = jax.lax.scan(add, jnp.zeros((n_paths,) + pair.shape[::2], pair.dtype), codes)
+        table = table / n_bg
+    return table * value[:, None, None]
+
+
+def _row_contributions(params: dict, x: jax.Array) -> jax.Array:
+    """``[P, U]``: each path's contribution to each of its slots' features for row ``x``."""
+    fx = follows(params["slots"], x)
+    if "table" in params:
+        table = params["table"]
+        return table[jnp.arange(table.shape[0]), pattern(fx)]
+    value = params["value"][:, None]
+    if "background" not in params:
+        return jax.vmap(path_shapley)(params["zero_fraction"], fx) * value
+    background = params["background"]
+
+    def add(acc, fb):
+        return acc + pair_shapley(fx, fb, acc.dtype), None
+
+    total, _ = jax.lax.scan(add, jnp.zeros(fx.shape, value.dtype), background)
+    return total / background.shape[0] * value
+
+
+@functools.partial(jax.jit, static_argnums=(2, 3, 4))
+def _explain_rows(params: dict, X: jax.Array, n_features: int, n_outputs: int, rows_per_chunk: int) -> jax.Array:
+    """``[n, M, K]`` Shapley values: per row, path contributions scatter-added into features."""
+    index = params["index"].reshape(-1)
+
+    def one_row(x):
+        contrib = _row_contributions(params, x)
+        return jnp.zeros(n_features * n_outputs, contrib.dtype).at[index].add(contrib.reshape(-1))
+
+    phi = map_chunks(jax.vmap(one_row), X, rows_per_chunk)
+    return phi.reshape(X.shape[0], n_features, n_outputs)
 
 
 class TreeExplainer:
@@ -98,78 +168,36 @@ class TreeExplainer:
         self._data_names = column_names(data) if data is not None else None
         u, p, k = paths.n_slots, paths.n_paths, paths.n_outputs
         self._n_slots, self._n_paths = u, p
-        self._slots = slot_arrays(paths, self.dtype)
-        self._index = jnp.asarray(paths.feature * k + paths.output[:, None], jnp.int32)
-        value = jnp.asarray(paths.value, self.dtype)
-        self._value = value
-        self._zero_fraction = jnp.asarray(paths.zero_fraction, self.dtype)
+        slots = slot_arrays(paths, self.dtype)
+        value = _put(paths.value, self.dtype)
+        params = {"slots": slots, "index": _put(paths.feature * k + paths.output[:, None], np.int32)}
         table_bytes = p * 2**u * u * self.dtype.itemsize
         self._use_table = u <= MAX_TABLE_SLOTS and table_bytes <= self.memory_budget // 2
-        path_chunk = max(1, self.memory_budget // max(1, 4 * 2**u * (u + 1) ** 2 * self.dtype.itemsize))
 
         if feature_perturbation == "tree_path_dependent":
             base = expected_value(paths.zero_fraction, paths.value, paths.output, paths.base)
-            self._background = None
+            zero_fraction = _put(paths.zero_fraction, self.dtype)
             if self._use_table:
-                tables = map_chunks(jax.vmap(path_table), self._zero_fraction, path_chunk)
-                self._table = tables * value[:, None, None]
+                path_chunk = max(1, self.memory_budget // max(1, 4 * 2**u * (u + 1) ** 2 * self.dtype.itemsize))
+                params["table"] = _path_dependent_tables(zero_fraction, value, path_chunk)
+            else:
+                params.update(zero_fraction=zero_fraction, value=value)
         else:
             background = as_matrix(data, "data", dtype=self.dtype)
             check_n_features(background, self.n_features, "data", "the model")
             if background.shape[0] == 0:
                 raise ValueError("`data` has no rows; pass at least one background row.")
-            bg_follows = jax.jit(jax.vmap(follows, in_axes=(None, 0)))(self._slots, background)  # [B, P, U]
-            reached = jnp.all(bg_follows, axis=-1).astype(self.dtype).mean(0)  # [P]
-            base = paths.base + np.bincount(paths.output, np.asarray(value * reached, np.float64), minlength=k)
-            self._background = bg_follows
+            bg_follows, reached = _background_follows(slots, background)
+            reached = paths.value * np.asarray(reached, np.float64)
+            base = paths.base + np.bincount(paths.output, reached, minlength=k)
             if self._use_table:
-                self._table = self._interventional_table(bg_follows) * value[:, None, None]
-        self._base = jnp.asarray(base, self.dtype)
-        self._explain = jax.jit(self._explain_rows, static_argnums=(1,))
-
-    # --- building the tables --------------------------------------------------------------------
-    def _interventional_table(self, bg_follows: jax.Array) -> jax.Array:
-        """``[P, 2**U, U]``: mean over background rows of the pair values, per x pattern."""
-        u = self._n_slots
-        n_bg = bg_follows.shape[0]
-        pair = pattern_table(u, self.dtype)  # [2**U (x), 2**U (b), U]
-        codes = jax.jit(pattern)(bg_follows)  # [B, P]
-        if 2**u <= n_bg:  # histogram of background patterns, then one contraction
-            counts = jax.jit(
-                lambda c: jnp.zeros((self._n_paths, 2**u), self.dtype).at[jnp.arange(self._n_paths)[None, :], c].add(1.0)
-            )(codes)
-            return jax.jit(lambda h: jnp.einsum("pb,abu->pau", h / n_bg, pair))(counts)
-
-        def add(acc, c):  # c: [P] one background row's patterns
-            return acc + jnp.transpose(pair[:, c, :], (1, 0, 2)), None
-
-        total, _ = jax.jit(lambda cs: jax.lax.scan(add, jnp.zeros((self._n_paths, 2**u, u), self.dtype), cs))(codes)
-        return total / n_bg
-
-    # --- explaining rows ------------------------------------------------------------------------
-    def _row_contributions(self, x: jax.Array) -> jax.Array:
-        """``[P, U]``: each path's contribution to each of its slots' features for row ``x``."""
-        fx = follows(self._slots, x)
-        if self._use_table:
-            return self._table[jnp.arange(self._n_paths), pattern(fx)]
-        if self._background is None:
-            return jax.vmap(path_shapley)(self._zero_fraction, fx) * self._value[:, None]
-
-        def add(acc, fb):
-            return acc + pair_shapley(fx, fb, self.dtype), None
-
-        total, _ = jax.lax.scan(add, jnp.zeros(fx.shape, self.dtype), self._background)
-        return total / self._background.shape[0] * self._value[:, None]
-
-    def _explain_rows(self, X: jax.Array, rows_per_chunk: int) -> jax.Array:
-        size = self.n_features * self.n_outputs
-
-        def one_row(x):
-            contrib = self._row_contributions(x)
-            return jnp.zeros(size, self.dtype).at[self._index.reshape(-1)].add(contrib.reshape(-1))
-
-        phi = map_chunks(jax.vmap(one_row), X, rows_per_chunk)
-        return phi.reshape(X.shape[0], self.n_features, self.n_outputs)
+                pair = _put(pattern_table(u, self.dtype), self.dtype)
+                use_histogram = 2**u <= background.shape[0]
+                params["table"] = _interventional_tables(bg_follows, pair, value, use_histogram)
+            else:
+                params.update(background=bg_follows, value=value)
+        self._params = params
+        self._base = np.asarray(base, self.dtype)
 
     def _rows_per_chunk(self, n_rows: int) -> int:
         u = self._n_slots
@@ -180,7 +208,7 @@ class TreeExplainer:
     @property
     def expected_value(self) -> jax.Array:
         """The base value: ``[K]`` (a scalar for a single output)."""
-        return self._base[0] if self.n_outputs == 1 else self._base
+        return _put(self._base[0] if self.n_outputs == 1 else self._base, self.dtype)
 
     def __call__(self, X: Any, key: Any = None) -> Explanation:
         """Explain the rows of ``X`` (``key`` is accepted for a uniform interface and unused).
@@ -195,8 +223,8 @@ class TreeExplainer:
         names = column_names(X)
         X = as_matrix(X, "X", dtype=self.dtype)
         check_n_features(X, self.n_features, "X", "the model")
-        phi = self._explain(X, self._rows_per_chunk(X.shape[0]))
-        base = jnp.broadcast_to(self._base, (X.shape[0], self.n_outputs))
+        phi = _explain_rows(self._params, X, self.n_features, self.n_outputs, self._rows_per_chunk(X.shape[0]))
+        base = _put(np.broadcast_to(self._base, (X.shape[0], self.n_outputs)), self.dtype)
         single = self.n_outputs == 1
         if single:
             phi, base = phi[..., 0], base[..., 0]

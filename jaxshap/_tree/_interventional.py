@@ -24,6 +24,7 @@ so for short paths the background is summarised per path by a histogram of its p
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -31,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 
-def _weight_tables(n_slots: int, dtype) -> tuple[jax.Array, jax.Array]:
+def _weight_tables(n_slots: int, dtype) -> tuple[np.ndarray, np.ndarray]:
     """``w_a[a, b] = (a-1)! b! / (a+b)!`` and ``w_b[a, b] = -a! (b-1)! / (a+b)!``."""
     m = n_slots + 1
     wa, wb = np.zeros((m, m)), np.zeros((m, m))
@@ -41,7 +42,7 @@ def _weight_tables(n_slots: int, dtype) -> tuple[jax.Array, jax.Array]:
                 wa[a, b] = math.factorial(a - 1) * math.factorial(b) / math.factorial(a + b)
             if b >= 1:
                 wb[a, b] = -math.factorial(a) * math.factorial(b - 1) / math.factorial(a + b)
-    return jnp.asarray(wa, dtype), jnp.asarray(wb, dtype)
+    return wa.astype(dtype), wb.astype(dtype)
 
 
 def pair_shapley(x_follows: jax.Array, b_follows: jax.Array, dtype=jnp.float32) -> jax.Array:
@@ -54,7 +55,7 @@ def pair_shapley(x_follows: jax.Array, b_follows: jax.Array, dtype=jnp.float32) 
     Returns:
       ``[U]`` as in the module docstring (multiply by the leaf value).
     """
-    wa, wb = _weight_tables(x_follows.shape[-1], dtype)
+    wa, wb = (jnp.asarray(w) for w in _weight_tables(x_follows.shape[-1], dtype))
     only_x = x_follows & ~b_follows
     only_b = b_follows & ~x_follows
     reach = jnp.all(x_follows | b_follows, axis=-1, keepdims=True)
@@ -64,8 +65,19 @@ def pair_shapley(x_follows: jax.Array, b_follows: jax.Array, dtype=jnp.float32) 
     return jnp.where(reach, phi, 0.0).astype(dtype)
 
 
-def pattern_table(n_slots: int, dtype) -> jax.Array:
-    """``[2**U (x pattern), 2**U (b pattern), U]``: :func:`pair_shapley` for every pair of patterns."""
-    codes = jnp.arange(2**n_slots, dtype=jnp.int32)
-    bits = (jnp.right_shift(codes[:, None], jnp.arange(n_slots, dtype=jnp.int32)) & 1).astype(bool)
-    return pair_shapley(bits[:, None, :], bits[None, :, :], dtype)
+@functools.lru_cache(maxsize=16)
+def pattern_table(n_slots: int, dtype) -> np.ndarray:
+    """``[2**U (x pattern), 2**U (b pattern), U]``: the pair values of every pair of patterns.
+
+    The same closed form as :func:`pair_shapley`, tabulated on the host with NumPy.
+    """
+    wa, wb = (np.asarray(w, np.float64) for w in _weight_tables(n_slots, np.float64))
+    codes = np.arange(2**n_slots)
+    bits = ((codes[:, None] >> np.arange(n_slots)) & 1).astype(bool)
+    x, b = bits[:, None, :], bits[None, :, :]
+    only_x, only_b = x & ~b, b & ~x
+    a_count = only_x.sum(-1, keepdims=True)
+    b_count = only_b.sum(-1, keepdims=True)
+    reach = np.all(x | b, axis=-1, keepdims=True)
+    phi = np.where(only_x, wa[a_count, b_count], 0.0) + np.where(only_b, wb[a_count, b_count], 0.0)
+    return np.where(reach, phi, 0.0).astype(dtype)

@@ -140,14 +140,15 @@ def round_down(a: np.ndarray, dtype) -> np.ndarray:
 def slot_arrays(paths: Paths, dtype) -> dict:
     """The slot tests as JAX arrays in the compute dtype (bounds rounded down to it)."""
     dtype = np.dtype(dtype)
-    return {
-        "feature": jnp.asarray(paths.feature),
-        "lower": jnp.asarray(round_down(paths.lower, dtype.type)),
-        "upper": jnp.asarray(round_down(paths.upper, dtype.type)),
-        "nan_ok": jnp.asarray(paths.nan_ok),
-        "zero_missing": jnp.asarray(paths.zero_missing),
-        "zero_ok": jnp.asarray(paths.zero_ok),
+    host = {
+        "feature": paths.feature.astype(np.int32),
+        "lower": round_down(paths.lower, dtype.type),
+        "upper": round_down(paths.upper, dtype.type),
+        "nan_ok": paths.nan_ok,
+        "zero_missing": paths.zero_missing,
+        "zero_ok": paths.zero_ok,
     }
+    return {name: jax.device_put(a) for name, a in host.items()}
 
 
 def follows(slots: dict, x: jax.Array) -> jax.Array:
