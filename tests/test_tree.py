@@ -312,3 +312,21 @@ def test_errors(models):
         jaxshap.TreeExplainer(model)(X[:2, :4])
     with pytest.raises(ValueError, match="not fitted"):
         jaxshap.TreeExplainer(sk_ensemble.RandomForestRegressor())
+
+
+def test_unsupported_model_features_raise_type_error():
+    X, y = _data(False)
+    linear = lgb.LGBMRegressor(n_estimators=2, linear_tree=True, verbose=-1).fit(X, y)
+    with pytest.raises(TypeError, match="linear trees"):
+        jaxshap.TreeExplainer(linear)
+
+
+def test_dataframe_trained_xgboost_keeps_names_and_efficiency():
+    pd = pytest.importorskip("pandas")
+    X, y = _data(True)
+    df = pd.DataFrame(X, columns=[f"f{j}" for j in range(M)])
+    model = xgb.XGBRegressor(n_estimators=4, max_depth=3).fit(df, y)
+    expl = jaxshap.TreeExplainer(model)(df.iloc[:5])
+    assert expl.feature_names == [f"f{j}" for j in range(M)]
+    total = np.asarray(expl.values).sum(1) + np.asarray(expl.base_values)
+    np.testing.assert_allclose(total, model.predict(df.iloc[:5], output_margin=True), rtol=1e-5, atol=1e-5)

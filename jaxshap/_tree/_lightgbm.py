@@ -18,6 +18,8 @@ def _flatten(root: dict) -> dict:
         for c in cols.values():
             c.append(None)
         if "leaf_value" in node:
+            if "leaf_const" in node or "leaf_coeff" in node:
+                raise TypeError("TreeExplainer does not support LightGBM linear trees (linear_tree=True).")
             cols["feature"][i], cols["threshold"][i], cols["left"][i], cols["right"][i] = -1, 0.0, -1, -1
             cols["default_left"][i], cols["missing"][i] = True, MISSING_NAN
             cols["value"][i], cols["cover"][i] = float(node["leaf_value"]), float(node.get("leaf_count", 0))
@@ -55,8 +57,6 @@ def load_lightgbm(model) -> TreeEnsemble:
         scale = 1.0 / max(len(infos) // n_outputs, 1)
     trees = []
     for i, info in enumerate(infos):
-        if "leaf_coeff" in str(info.keys()) or info["tree_structure"].get("leaf_coeff") is not None:
-            raise TypeError("TreeExplainer does not support LightGBM linear trees (linear_tree=True).")
         c = _flatten(info["tree_structure"])
         value = np.asarray(c["value"], dtype=np.float64) * scale
         trees.append(

@@ -68,6 +68,7 @@ def load_xgboost(model) -> TreeEnsemble:
         )
     ensemble = stack_trees(trees, np.zeros(n_outputs), n_features, "XGBoost")
     probe = np.full((1, n_features), np.nan, dtype=np.float32)
-    margin = np.asarray(booster.predict(xgboost.DMatrix(probe), output_margin=True), dtype=np.float64)
+    dmatrix = xgboost.DMatrix(probe, feature_names=booster.feature_names, feature_types=booster.feature_types)
+    margin = np.asarray(booster.predict(dmatrix, output_margin=True), dtype=np.float64)
     base = margin.reshape(-1) - ensemble.predict(probe).reshape(-1)
     return stack_trees(trees, base, n_features, "XGBoost")
