@@ -253,13 +253,16 @@ def test_interventional_equals_exact_explainer(models):
 
 
 @pytest.mark.parametrize("mode", ["tree_path_dependent", "interventional"])
-def test_direct_evaluation_equals_tables(models, explained, monkeypatch, mode):
+@pytest.mark.parametrize("max_table_slots", [0, 2])
+def test_direct_evaluation_equals_tables(models, explained, monkeypatch, mode, max_table_slots):
+    """All paths evaluated directly (0), or short paths tabulated and longer ones direct (2)."""
     model, raw, X = models["xgb_multi"]
     bg = X[100:130] if mode == "interventional" else None
     tabled = explained("xgb_multi")[mode == "interventional"]
-    monkeypatch.setattr(tree_explainer_module, "MAX_TABLE_SLOTS", 0)
+    monkeypatch.setattr(tree_explainer_module, "MAX_TABLE_SLOTS", max_table_slots)
     direct = jaxshap.TreeExplainer(model, bg, mode)
     assert not direct._use_table
+    assert any(direct._group_tabled) == (max_table_slots > 0)
     np.testing.assert_allclose(np.asarray(direct(X[:N_ROWS]).values), np.asarray(tabled.values), rtol=1e-5, atol=1e-6)
 
 

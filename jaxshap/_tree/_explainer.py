@@ -13,12 +13,15 @@ from .._chunking import DEFAULT_MEMORY_BUDGET, map_chunks
 from .._explanation import Explanation
 from .._inputs import as_matrix, check_n_features, column_names, float_dtype, resolve_feature_names
 from ._import import import_model
-from ._interventional import pair_shapley, pattern_table
-from ._path_dependent import expected_value, path_shapley, path_table
-from ._paths import decompose, follows, pattern, slot_arrays
+from ._interventional import interventional_tables_host, pair_shapley
+from ._path_dependent import expected_value, path_shapley, path_tables_host
+from ._paths import decompose, follows, follows_host, pattern, slot_arrays
 
 _MODES = ("tree_path_dependent", "interventional")
 MAX_TABLE_SLOTS = 10  # tables have 2**U rows per path
+# Paths are padded (with null dummy slots) up to one of these widths, so that few group
+# shapes need compiling; longer paths form one group evaluated directly.
+GROUP_WIDTHS = (2, 4, 6, 8, 10)
 
 
 def _put(a, dtype) -> jax.Array:
@@ -26,39 +29,7 @@ def _put(a, dtype) -> jax.Array:
     return jax.device_put(np.asarray(a, dtype))
 
 
-# --- compiled building blocks (module level, so equal shapes share one compilation) ---------------
-@functools.partial(jax.jit, static_argnums=(2,))
-def _path_dependent_tables(zero_fraction, value, path_chunk):
-    """``[P, 2**U, U]``: every pattern's path-dependent values, times the leaf value."""
-    return map_chunks(jax.vmap(path_table), zero_fraction, path_chunk) * value[:, None, None]
-
-
-@jax.jit
-def _background_follows(slots, background):
-    """``[B, P, U]`` slot tests of the background rows and ``[P]`` share of rows reaching each leaf."""
-    bg = jax.vmap(follows, in_axes=(None, 0))(slots, background)
-    return bg, jnp.mean(jnp.all(bg, axis=-1).astype(background.dtype), axis=0)
-
-
-@functools.partial(jax.jit, static_argnums=(3,))
-def _interventional_tables(bg_follows, pair, value, use_histogram):
-    """``[P, 2**U, U]``: mean over background rows of the pair values, per x pattern, times the
-    leaf value. Either a histogram of the background's patterns per path contracted with the
-    pair table (``P 4**U U`` work), or a scan over background rows (``B P 2**U U`` work)."""
-    n_bg, n_paths, _ = bg_follows.shape
-    codes = pattern(bg_follows)  # [B, P]
-    if use_histogram:
-        counts = jnp.zeros((n_paths, pair.shape[0]), pair.dtype).at[jnp.arange(n_paths)[None, :], codes].add(1.0)
-        table = jnp.einsum("pb,abu->pau", counts / n_bg, pair)
-    else:
-        def add(acc, c):  # c: [P], one background row's patterns
-            return acc + jnp.transpose(pair[:, c, :], (1, 0, 2)), None
-
-        table, _ = jax.lax.scan(add, jnp.zeros((n_paths,) + pair.shape[::2], pair.dtype), codes)
-        table = table / n_bg
-    return table * value[:, None, None]
-
-
+# --- compiled per-row evaluation --------------------------------------------------------------
 def _row_contributions(params: dict, x: jax.Array) -> jax.Array:
     """``[P, U]``: each path's contribution to each of its slots' features for row ``x``."""
     fx = follows(params["slots"], x)
@@ -78,13 +49,16 @@ def _row_contributions(params: dict, x: jax.Array) -> jax.Array:
 
 
 @functools.partial(jax.jit, static_argnums=(2, 3, 4))
-def _explain_rows(params: dict, X: jax.Array, n_features: int, n_outputs: int, rows_per_chunk: int) -> jax.Array:
-    """``[n, M, K]`` Shapley values: per row, path contributions scatter-added into features."""
-    index = params["index"].reshape(-1)
+def _explain_rows(groups: list, X: jax.Array, n_features: int, n_outputs: int, rows_per_chunk: int) -> jax.Array:
+    """``[n, M, K]`` Shapley values: per row, every group's path contributions scatter-added
+    into the features."""
 
     def one_row(x):
-        contrib = _row_contributions(params, x)
-        return jnp.zeros(n_features * n_outputs, contrib.dtype).at[index].add(contrib.reshape(-1))
+        phi = jnp.zeros(n_features * n_outputs, X.dtype)
+        for params in groups:
+            contrib = _row_contributions(params, x)
+            phi = phi.at[params["index"].reshape(-1)].add(contrib.reshape(-1))
+        return phi
 
     phi = map_chunks(jax.vmap(one_row), X, rows_per_chunk)
     return phi.reshape(X.shape[0], n_features, n_outputs)
@@ -104,12 +78,13 @@ class TreeExplainer:
       independent of ``2**M``.
 
     Each tree is cut into root-to-leaf paths (as GPUTreeShap does); a path's Shapley values
-    depend on the explained row only through which of its distinct features the row follows, a
-    ``U``-bit pattern. For short paths (``U <= 10``) the values of every pattern are tabulated
-    once when the explainer is built (for the interventional game the background enters only
-    through a histogram of its own patterns), so explaining a row is a gather per path and a
-    scatter-add into the features, ``vmap``-ped over rows and chunked under ``memory_budget``.
-    Longer paths are evaluated directly per row (and per background row).
+    depend on the explained row only through which of its ``L`` distinct features the row
+    follows, an ``L``-bit pattern. Paths are grouped by ``L``; for short paths (``L <= 10``,
+    within half of ``memory_budget``) the values of every pattern are tabulated once when the
+    explainer is built (for the interventional game the background enters only through a
+    histogram of its own patterns), so explaining a row is a gather per path and a scatter-add
+    into the features, ``vmap``-ped over rows and chunked under ``memory_budget``. Longer paths
+    are evaluated directly per row (and per background row), which is much slower.
 
     The explained output is the raw margin, as in ``shap``: for boosted models the log-odds (or
     the multi-class scores), for scikit-learn forests and trees the mean of the trees
@@ -166,43 +141,72 @@ class TreeExplainer:
         self.dtype = jnp.dtype(dtype) if dtype is not None else float_dtype(np.zeros(0, np.float32))
         self._names = feature_names
         self._data_names = column_names(data) if data is not None else None
-        u, p, k = paths.n_slots, paths.n_paths, paths.n_outputs
-        self._n_slots, self._n_paths = u, p
-        slots = slot_arrays(paths, self.dtype)
-        value = _put(paths.value, self.dtype)
-        params = {"slots": slots, "index": _put(paths.feature * k + paths.output[:, None], np.int32)}
-        table_bytes = p * 2**u * u * self.dtype.itemsize
-        self._use_table = u <= MAX_TABLE_SLOTS and table_bytes <= self.memory_budget // 2
-
+        self._n_slots, self._n_paths = paths.n_slots, paths.n_paths
+        k = paths.n_outputs
         if feature_perturbation == "tree_path_dependent":
             base = expected_value(paths.zero_fraction, paths.value, paths.output, paths.base)
-            zero_fraction = _put(paths.zero_fraction, self.dtype)
-            if self._use_table:
-                path_chunk = max(1, self.memory_budget // max(1, 4 * 2**u * (u + 1) ** 2 * self.dtype.itemsize))
-                params["table"] = _path_dependent_tables(zero_fraction, value, path_chunk)
-            else:
-                params.update(zero_fraction=zero_fraction, value=value)
+            background = None
         else:
             background = as_matrix(data, "data", dtype=self.dtype)
             check_n_features(background, self.n_features, "data", "the model")
             if background.shape[0] == 0:
                 raise ValueError("`data` has no rows; pass at least one background row.")
-            bg_follows, reached = _background_follows(slots, background)
-            reached = paths.value * np.asarray(reached, np.float64)
-            base = paths.base + np.bincount(paths.output, reached, minlength=k)
-            if self._use_table:
-                pair = _put(pattern_table(u, self.dtype), self.dtype)
-                use_histogram = 2**u <= background.shape[0]
-                params["table"] = _interventional_tables(bg_follows, pair, value, use_histogram)
-            else:
-                params.update(background=bg_follows, value=value)
-        self._params = params
+            stump = paths.length == 0  # single-leaf trees: every row reaches the leaf
+            base = paths.base + np.bincount(paths.output[stump], paths.value[stump], minlength=k)
+        # Paths are grouped by their number of distinct features L, so each group is tabulated
+        # with 2**L patterns (or, for long paths or a tight budget, evaluated directly).
+        table_budget = self.memory_budget // 2
+        self._groups, self._group_tabled = [], []
+        widths = [w for w in GROUP_WIDTHS if w < paths.n_slots] + [paths.n_slots]
+        lower = 0
+        for width in widths:
+            keep = (paths.length > lower) & (paths.length <= width)
+            lower = width
+            if not keep.any():
+                continue
+            g = paths.subset(keep, width)
+            table_bytes = g.n_paths * 2**g.n_slots * g.n_slots * self.dtype.itemsize
+            tabled = g.n_slots <= MAX_TABLE_SLOTS and table_bytes <= table_budget
+            if tabled:
+                table_budget -= table_bytes
+            params, reached = self._group_params(g, background, tabled)
+            if reached is not None:
+                base = base + np.bincount(g.output, g.value * np.asarray(reached, np.float64), minlength=k)
+            self._groups.append(params)
+            self._group_tabled.append(tabled)
+        self._use_table = all(self._group_tabled)
         self._base = np.asarray(base, self.dtype)
 
+    def _group_params(self, g, background, tabled: bool):
+        """Arrays one group of paths needs: slot tests, scatter index, and a table or the inputs
+        of the direct evaluation; with the background's reach share ``[P]`` when interventional."""
+        u, k = g.n_slots, g.n_outputs
+        slots = slot_arrays(g, self.dtype)
+        value = _put(g.value, self.dtype)
+        params = {"slots": slots, "index": _put(g.feature * k + g.output[:, None], np.int32)}
+        if background is None:
+            if tabled:
+                params["table"] = _put(path_tables_host(g.zero_fraction) * g.value[:, None, None], self.dtype)
+            else:
+                params.update(zero_fraction=_put(g.zero_fraction, self.dtype), value=value)
+            return params, None
+        background = np.asarray(background)
+        step = max(1, self.memory_budget // max(1, 16 * g.n_paths * u))  # background rows per host chunk
+        parts = [follows_host(g, background[i : i + step]) for i in range(0, background.shape[0], step)]
+        reached = sum(f.all(axis=-1).sum(axis=0) for f in parts) / background.shape[0]
+        if tabled:
+            codes = np.concatenate([(f.astype(np.int64) << np.arange(u)).sum(-1) for f in parts])
+            table = interventional_tables_host(codes, u) * g.value[:, None, None]
+            params["table"] = _put(table, self.dtype)
+        else:
+            params.update(background=jax.device_put(np.concatenate(parts)), value=value)
+        return params, reached
+
     def _rows_per_chunk(self, n_rows: int) -> int:
-        u = self._n_slots
-        per_slot = 16 if self._use_table else 8 * (u + 2)
-        per_row = self._n_paths * u * per_slot * self.dtype.itemsize // 4 + 8 * self.n_features * self.n_outputs
+        per_row = 8 * self.n_features * self.n_outputs
+        for params, tabled in zip(self._groups, self._group_tabled):
+            p, u = params["index"].shape
+            per_row += p * u * (16 if tabled else 8 * (u + 2)) * self.dtype.itemsize // 4
         return max(1, min(n_rows, self.memory_budget // max(per_row, 1)))
 
     @property
@@ -223,7 +227,7 @@ class TreeExplainer:
         names = column_names(X)
         X = as_matrix(X, "X", dtype=self.dtype)
         check_n_features(X, self.n_features, "X", "the model")
-        phi = _explain_rows(self._params, X, self.n_features, self.n_outputs, self._rows_per_chunk(X.shape[0]))
+        phi = _explain_rows(self._groups, X, self.n_features, self.n_outputs, self._rows_per_chunk(X.shape[0]))
         base = _put(np.broadcast_to(self._base, (X.shape[0], self.n_outputs)), self.dtype)
         single = self.n_outputs == 1
         if single:

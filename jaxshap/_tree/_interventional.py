@@ -81,3 +81,29 @@ def pattern_table(n_slots: int, dtype) -> np.ndarray:
     reach = np.all(x | b, axis=-1, keepdims=True)
     phi = np.where(only_x, wa[a_count, b_count], 0.0) + np.where(only_b, wb[a_count, b_count], 0.0)
     return np.where(reach, phi, 0.0).astype(dtype)
+
+
+def interventional_tables_host(bg_codes: np.ndarray, n_slots: int) -> np.ndarray:
+    """``[P, 2**U, U]``: for each path and x pattern, the mean over background rows of the pair
+    values (NumPy, float64).
+
+    Args:
+      bg_codes: ``[B, P]`` the pattern of slots each background row follows on each path.
+      n_slots: ``U``.
+
+    With few slots (``2**U <= B``) the background is summarised by a histogram of its patterns
+    per path, contracted with the pair table (``P 4**U U`` work); otherwise the pair table is
+    gathered per background row (``B P 2**U U`` work).
+    """
+    n_bg, p = bg_codes.shape
+    pair = pattern_table(n_slots, np.float64)  # [x, b, U]
+    size = 2**n_slots
+    if size <= n_bg:
+        flat = np.arange(p)[None, :] * size + bg_codes
+        counts = np.bincount(flat.reshape(-1), minlength=p * size).reshape(p, size) / n_bg
+        return np.einsum("pb,abu->pau", counts, pair, optimize=True)
+    out = np.zeros((p, size, n_slots))
+    by_b = np.transpose(pair, (1, 0, 2))  # [b, x, U]
+    for row in bg_codes:
+        out += by_b[row]
+    return out / n_bg

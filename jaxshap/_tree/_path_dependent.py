@@ -62,16 +62,38 @@ def path_shapley(zero_fraction: jax.Array, one: jax.Array) -> jax.Array:
     return (o - z) * s
 
 
-def path_table(zero_fraction: jax.Array) -> jax.Array:
-    """``[2**U, U]``: :func:`path_shapley` for every one-fraction pattern of one path."""
-    n = zero_fraction.shape[0]
-    codes = jnp.arange(2**n, dtype=jnp.int32)
-    ones = (jnp.right_shift(codes[:, None], jnp.arange(n, dtype=jnp.int32)) & 1).astype(bool)
-    return jax.vmap(path_shapley, in_axes=(None, 0))(zero_fraction, ones)
-
-
 def expected_value(zero_fraction: np.ndarray, value: np.ndarray, output: np.ndarray, base: np.ndarray) -> np.ndarray:
     """``E[f]`` under the trees' cover: ``base + sum_paths value * prod_u z_u`` per output."""
     out = np.asarray(base, dtype=np.float64).copy()
     np.add.at(out, output, value * np.prod(zero_fraction, axis=1))
+    return out
+
+
+def path_tables_host(zero_fraction: np.ndarray, chunk: int = 4096) -> np.ndarray:
+    """``[P, 2**U, U]``: :func:`path_shapley` for every path and every pattern, in NumPy (float64).
+
+    The same extend / unwind recurrences as :func:`path_shapley`, vectorised over paths and
+    patterns on the host, so that building an explainer needs no compilation.
+    """
+    p, n = zero_fraction.shape
+    codes = np.arange(2**n)
+    ones = ((codes[:, None] >> np.arange(n)) & 1).astype(bool)  # [2**U, U]
+    o = ones.astype(np.float64)[None]  # [1, 2**U, U]
+    w = np.asarray([math.factorial(k) * math.factorial(n - 1 - k) / math.factorial(n) for k in range(n)])
+    out = np.empty((p, 2**n, n))
+    for s in range(0, p, chunk):
+        z = np.asarray(zero_fraction[s : s + chunk], np.float64)[:, None, :]  # [c, 1, U]
+        c = np.zeros((z.shape[0], 2**n, n + 1))
+        c[..., 0] = 1.0
+        for j in range(n):  # extend
+            shifted = np.concatenate([np.zeros_like(c[..., :1]), c[..., :-1]], axis=-1)
+            c = z[..., j : j + 1] * c + o[..., j : j + 1] * shifted
+        g = np.empty(c.shape[:2] + (n, n))  # [c, 2**U, u, k]
+        g[..., n - 1] = c[..., n : n + 1]
+        for k in range(n - 1, 0, -1):  # unwind, o_u = 1
+            g[..., k - 1] = c[..., k : k + 1] - z * g[..., k]
+        safe_z = np.where(z > 0, z, 1.0)
+        g_zero = c[..., None, :n] / safe_z[..., :, None]
+        g = np.where(ones[None, :, :, None], g, g_zero)
+        out[s : s + chunk] = (o - z) * (g @ w)
     return out

@@ -40,6 +40,7 @@ class Paths:
       output: ``[P]`` int32 output column the path adds to.
       base: ``[K]`` the ensemble's constant.
       n_features, n_outputs: ``M`` and ``K``.
+      length: ``[P]`` number of real (non-dummy) slots of each path; they come first.
     """
 
     feature: np.ndarray
@@ -54,6 +55,18 @@ class Paths:
     base: np.ndarray
     n_features: int
     n_outputs: int
+    length: np.ndarray
+
+    def subset(self, keep: np.ndarray, width: int) -> "Paths":
+        """The paths ``keep`` (boolean ``[P]``), with slots cut to the first ``width`` columns
+        (valid when those paths have at most ``width`` real slots)."""
+        cut = lambda a: a[keep][:, :width]
+        return dataclasses.replace(
+            self,
+            feature=cut(self.feature), lower=cut(self.lower), upper=cut(self.upper), nan_ok=cut(self.nan_ok),
+            zero_missing=cut(self.zero_missing), zero_ok=cut(self.zero_ok), zero_fraction=cut(self.zero_fraction),
+            value=self.value[keep], output=self.output[keep], length=self.length[keep],
+        )
 
     @property
     def n_paths(self) -> int:
@@ -123,7 +136,7 @@ def decompose(e: TreeEnsemble) -> Paths:
     return Paths(
         feature, lower, upper, nan_ok, zero_missing, zero_ok, zero_fraction,
         np.asarray([r[1] for r in rows]), np.asarray([r[2] for r in rows], np.int32),
-        e.base.copy(), e.n_features, k_out,
+        e.base.copy(), e.n_features, k_out, np.asarray([len(r[0]) for r in rows], np.int32),
     )
 
 
@@ -160,12 +173,19 @@ def follows(slots: dict, x: jax.Array) -> jax.Array:
     return jnp.where(nan, slots["nan_ok"], jnp.where(zero, slots["zero_ok"], inside))
 
 
+def follows_host(paths: Paths, X: np.ndarray) -> np.ndarray:
+    """NumPy twin of :func:`follows` for many rows: ``[n, P, U]`` with bounds rounded to ``X``'s dtype."""
+    dtype = X.dtype.type
+    lower, upper = round_down(paths.lower, dtype), round_down(paths.upper, dtype)
+    v = X[:, paths.feature]  # [n, P, U]
+    nan = np.isnan(v)
+    zero = paths.zero_missing & (np.abs(np.where(nan, 0, v)) <= ZERO_THRESHOLD)
+    with np.errstate(invalid="ignore"):
+        inside = (v > lower) & (v <= upper)
+    return np.where(nan, paths.nan_ok, np.where(zero, paths.zero_ok, inside))
+
+
 def pattern(bits: jax.Array) -> jax.Array:
     """Pack booleans ``[..., U]`` into integers ``[...]`` (slot ``u`` is bit ``u``)."""
     weights = jnp.left_shift(jnp.int32(1), jnp.arange(bits.shape[-1], dtype=jnp.int32))
     return jnp.sum(jnp.where(bits, weights, 0), axis=-1, dtype=jnp.int32)
-
-
-def unpack(codes: jax.Array, n_slots: int) -> jax.Array:
-    """Inverse of :func:`pattern`: integers ``[...]`` to booleans ``[..., n_slots]``."""
-    return (jnp.right_shift(codes[..., None], jnp.arange(n_slots, dtype=jnp.int32)) & 1).astype(bool)
