@@ -69,7 +69,7 @@ def expected_value(zero_fraction: np.ndarray, value: np.ndarray, output: np.ndar
     return out
 
 
-def path_tables_host(zero_fraction: np.ndarray, chunk: int = 4096) -> np.ndarray:
+def path_tables_host(zero_fraction: np.ndarray, chunk: int = 1024) -> np.ndarray:
     """``[P, 2**U, U]``: :func:`path_shapley` for every path and every pattern, in NumPy (float64).
 
     The same extend / unwind recurrences as :func:`path_shapley`, vectorised over paths and
