@@ -54,12 +54,19 @@ def plan_chunks(
 
     One chunk evaluates the model on ``rows * coalitions * evals_per_coalition`` inputs.
     Whole rows are preferred (every coalition of a row in one chunk); when a single row does
-    not fit, rows go one at a time and their coalitions are chunked instead.
+    not fit, rows go one at a time and their coalitions are chunked instead. Chunks are then
+    balanced (the fewest chunks that fit, made equal), so padding wastes less than one row or
+    coalition per chunk.
     """
     per_coalition = max(evals_per_coalition * bytes_per_eval, 1)
     per_row = per_coalition * coalitions_per_row
     if per_row <= memory_budget:
-        rows = max(1, min(n_rows, memory_budget // per_row))
-        return rows, coalitions_per_row
-    coalitions = max(1, min(coalitions_per_row, memory_budget // per_coalition))
-    return 1, coalitions
+        return balanced(n_rows, memory_budget // per_row), coalitions_per_row
+    return 1, balanced(coalitions_per_row, memory_budget // per_coalition)
+
+
+def balanced(n: int, largest: int) -> int:
+    """The chunk size that covers ``n`` items in the fewest chunks of at most ``largest``, evenly."""
+    largest = max(1, min(n, largest))
+    n_chunks = -(-n // largest)
+    return -(-n // n_chunks)
