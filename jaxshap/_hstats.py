@@ -19,6 +19,7 @@ in one compiled program by :func:`jaxshap._partial_dependence.pd_units`.
 from __future__ import annotations
 
 import itertools
+from functools import partial
 from typing import Any, Callable, Sequence
 
 import jax
@@ -53,7 +54,7 @@ def set_masks(n_features: int, sets: Sequence[tuple[int, ...]], complement: bool
     return ~masks if complement else masks
 
 
-def centred_pds(model: Model, rows: jax.Array, masks: np.ndarray, memory_budget: int):
+def centred_pds(model: Model, rows: jax.Array, masks: np.ndarray, memory_budget: int, then: Callable | None = None):
     """Predictions and partial dependences at the rows, all centred over the rows.
 
     Args:
@@ -61,6 +62,8 @@ def centred_pds(model: Model, rows: jax.Array, masks: np.ndarray, memory_budget:
       rows: ``[n, M]``; both the evaluation points and the rows averaged over.
       masks: ``[S, M]`` feature sets.
       memory_budget: bytes one chunk of model evaluations may use.
+      then: optional function of the three results, compiled into the same program (so the
+        statistics cost no extra compilation); its result is returned instead.
 
     Returns:
       ``(f [n, K], F [S, n, K], floor [K])``: centred predictions, centred partial dependences
@@ -81,7 +84,8 @@ def centred_pds(model: Model, rows: jax.Array, masks: np.ndarray, memory_budget:
             pd = jnp.zeros((0, n, f.shape[-1]), f.dtype)
         eps = jnp.finfo(f.dtype).eps
         floor = n * (NOISE_ULPS * eps * jnp.max(jnp.abs(f), axis=0)) ** 2
-        return f - f.mean(0), pd - pd.mean(1, keepdims=True), floor
+        out = f - f.mean(0), pd - pd.mean(1, keepdims=True), floor
+        return out if then is None else then(*out)
 
     return jax.jit(run)(rows)
 
@@ -260,61 +264,72 @@ def h_statistic(
     rows = subsample(X, n_max, key)
     wrapped = wrap_model(model, m, X.dtype, rows[:2])
 
+    # Phase 1 (the only one unless `pairs` is an int): every feature set the statistics need.
     singles = [(j,) for j in range(m)]
-    first_sets = singles if top_m is not None else singles + _with_subpairs(pair_list, triple_list)
-    base = set_masks(m, first_sets)
-    masks = np.concatenate([base, set_masks(m, singles, complement=True)] + ([set_masks(m, triple_list)] if top_m is None else []))
-    f, F, floor = centred_pds(wrapped, rows, masks, budget)
-    n_first = len(first_sets)
-    F_single = F[:m]
-    F_rest = F[n_first : n_first + m]
-
-    overall = safe_ratio(sum_sq(f[None] - F_single - F_rest), sum_sq(f)[None], floor)
-    total = safe_ratio(sum_sq(f - F_single.sum(0)), sum_sq(f), floor)
-
-    if top_m is not None:
-        strength = np.asarray(overall).reshape(m, -1).sum(1)
+    complements = [tuple(k for k in range(m) if k != j) for j in range(m)]
+    sets = singles + complements
+    if top_m is None:
+        sets += _with_subpairs(pair_list, triple_list) + list(triple_list)
+    else:
+        f, F, floor = centred_pds(wrapped, rows, set_masks(m, _unique(sets)), budget)
+        where = {s: r for r, s in enumerate(_unique(sets))}
+        rest = np.array([where[s] for s in complements])
+        # Phase 2: rank features by overall H^2 (summed over outputs), then their pairs.
+        strength = np.asarray(_overall(f, F, floor, np.arange(m), rest)).reshape(m, -1).sum(1)
         top = sorted(np.argsort(-strength, kind="stable")[:top_m].tolist())
         pair_list = tuple(itertools.combinations(top, 2))
-        extra = _with_subpairs(pair_list, triple_list)
-        sets = extra + list(triple_list)
-        if sets:
-            _, F2, _ = centred_pds(wrapped, rows, set_masks(m, sets), budget)
-        else:
-            F2 = jnp.zeros((0,) + F.shape[1:], F.dtype)
-        F_by_set = {s: F2[r] for r, s in enumerate(sets)}
-    else:
-        F_by_set = {s: F[r] for r, s in enumerate(first_sets)}
-        F_by_set.update({s: F[n_first + m + r] for r, s in enumerate(triple_list)})
-    F_by_set.update({(j,): F_single[j] for j in range(m)})
-
+        more = [s for s in _with_subpairs(pair_list, triple_list) + list(triple_list) if s not in sets]
+        sets += more
+    where = {s: r for r, s in enumerate(_unique(sets))}
     all_pairs = tuple(sorted(set(pair_list) | {p for t in triple_list for p in itertools.combinations(t, 2)}))
-    pairwise = jnp.full((m, m) + f.shape[1:], jnp.nan, f.dtype)
-    pairwise = pairwise.at[jnp.arange(m), jnp.arange(m)].set(0.0)
-    if all_pairs:
-        Fjk = jnp.stack([F_by_set[p] for p in all_pairs])
-        Fj = F_single[jnp.asarray([p[0] for p in all_pairs])]
-        Fk = F_single[jnp.asarray([p[1] for p in all_pairs])]
-        h2 = safe_ratio(sum_sq(Fjk - Fj - Fk), sum_sq(Fjk), floor)
-        a, b = jnp.asarray([p[0] for p in all_pairs]), jnp.asarray([p[1] for p in all_pairs])
-        pairwise = pairwise.at[a, b].set(h2).at[b, a].set(h2)
-
-    threeway = None
-    if triple_list:
-        vals = []
-        for j, k, l in triple_list:
-            resid = (
-                F_by_set[(j, k, l)]
-                - F_by_set[(j, k)] - F_by_set[(j, l)] - F_by_set[(k, l)]
-                + F_single[j] + F_single[k] + F_single[l]
-            )
-            vals.append(safe_ratio(sum_sq(resid), sum_sq(F_by_set[(j, k, l)]), floor))
-        threeway = jnp.stack(vals)
-
+    layout = {
+        "single": np.arange(m),
+        "rest": np.array([where[s] for s in complements]),
+        "pair": np.array([where[p] for p in all_pairs], dtype=int),
+        "pair_j": np.array([p[0] for p in all_pairs], dtype=int),
+        "pair_k": np.array([p[1] for p in all_pairs], dtype=int),
+        # rows of F entering the three-way residual with signs + - - - + + +
+        "triple": np.array(
+            [[where[t], where[t[:2]], where[(t[0], t[2])], where[t[1:]]] + [where[(j,)] for j in t] for t in triple_list],
+            dtype=int,
+        ).reshape(-1, 7),
+    }
+    stats = partial(_statistics, m=m, **layout)
+    if top_m is None:
+        overall, pairwise, total, threeway = centred_pds(wrapped, rows, set_masks(m, _unique(sets)), budget, stats)
+    else:
+        first = F
+        extend = lambda f, F2, floor: stats(f, jnp.concatenate([first, F2]), floor)
+        overall, pairwise, total, threeway = centred_pds(wrapped, rows, set_masks(m, more), budget, extend)
+    if not triple_list:
+        threeway = None
     if wrapped.single_output:
         overall, pairwise, total = overall[..., 0], pairwise[..., 0], total[..., 0]
         threeway = None if threeway is None else threeway[..., 0]
     return HStatistics(overall, pairwise, total, threeway, names, all_pairs, triple_list, output_names(wrapped))
+
+
+def _unique(sets):
+    """Feature sets without repeats, in first-seen order (complements of M=2 are singles)."""
+    return list(dict.fromkeys(sets))
+
+
+def _overall(f, F, floor, single, rest):
+    return safe_ratio(sum_sq(f[None] - F[single] - F[rest]), sum_sq(f)[None], floor)
+
+
+def _statistics(f, F, floor, *, m, single, rest, pair, pair_j, pair_k, triple):
+    """All H^2 from the centred predictions ``f [n, K]`` and partial dependences ``F [S, n, K]``."""
+    overall = _overall(f, F, floor, single, rest)
+    total = safe_ratio(sum_sq(f - F[single].sum(0)), sum_sq(f), floor)
+    pairwise = jnp.full((m, m) + f.shape[1:], jnp.nan, f.dtype).at[jnp.arange(m), jnp.arange(m)].set(0.0)
+    if pair.size:
+        h2 = safe_ratio(sum_sq(F[pair] - F[pair_j] - F[pair_k]), sum_sq(F[pair]), floor)
+        pairwise = pairwise.at[pair_j, pair_k].set(h2).at[pair_k, pair_j].set(h2)
+    sign = jnp.asarray([1, -1, -1, -1, 1, 1, 1], f.dtype)[:, None, None]
+    resid = jnp.sum(sign * F[triple], axis=1)  # [T, n, K]
+    threeway = safe_ratio(sum_sq(resid), sum_sq(F[triple[:, 0]]), floor)
+    return overall, pairwise, total, threeway
 
 
 def _with_subpairs(pair_list, triple_list) -> list[tuple[int, ...]]:

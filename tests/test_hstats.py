@@ -255,3 +255,17 @@ def test_bad_input_gets_clear_errors():
         jaxshap.h_statistic(lambda x: x[:1, 0], X)
     with pytest.raises(TypeError, match="callable"):
         jaxshap.h_statistic("model", X)
+
+
+def test_two_features_and_top_m_with_triples():
+    x2 = X[:, :3]
+    f = lambda x: x[:, 0] * x[:, 1] * x[:, 2] + x[:, 0]
+    ref_overall, ref_pairwise, ref_total, ref_three, *_ = oracle(lambda z: z[:, 0] * z[:, 1] * z[:, 2] + z[:, 0], x2, [(0, 1, 2)])
+    h = jaxshap.h_statistic(f, x2, pairs=1, triples=[(2, 1, 0)])
+    np.testing.assert_allclose(np.asarray(h.overall), ref_overall, rtol=2e-4, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(h.pairwise), ref_pairwise, rtol=2e-4, atol=1e-6)  # triple needs all pairs
+    np.testing.assert_allclose(np.asarray(h.threeway), ref_three, rtol=2e-3, atol=1e-6)
+    h2 = jaxshap.h_statistic(lambda x: x[:, 0] * x[:, 1], X[:, :2], pairs=2)
+    ref2 = oracle(lambda z: z[:, 0] * z[:, 1], X[:, :2])
+    np.testing.assert_allclose(np.asarray(h2.overall), ref2[0], rtol=2e-4)
+    np.testing.assert_allclose(np.asarray(h2.pairwise), ref2[1], rtol=2e-4)
