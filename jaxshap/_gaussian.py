@@ -170,7 +170,7 @@ def prepare(mean: Any, cov: Any, *, rcond: float | None, name: str = "cov", dtyp
     rcond = default_rcond(dtype) if rcond is None else float(rcond)
     if not 0.0 <= rcond < 1.0:
         raise ValueError(f"`rcond` must lie in [0, 1); got {rcond!r}.")
-    g = jax.jit(standardize, static_argnums=2)(jnp.asarray(mean, dtype), jnp.asarray(cov, dtype), rcond)
+    g = _standardize(jnp.asarray(mean, dtype), jnp.asarray(cov, dtype), rcond)
     if not is_traced(g.shrinkage):
         delta = float(g.shrinkage)
         if delta > 0:
@@ -183,6 +183,9 @@ def prepare(mean: Any, cov: Any, *, rcond: float | None, name: str = "cov", dtyp
                 stacklevel=3,
             )
     return g
+
+
+_standardize = jax.jit(standardize, static_argnums=2)
 
 
 def sample_moments(data: jax.Array) -> tuple[jax.Array, jax.Array]:

@@ -21,6 +21,9 @@ MAX_EXACT_FEATURES = 22
 
 PERTURBATIONS = ("interventional", "correlation_dependent")
 
+_exact_transform = jax.jit(exact_transform)
+_sampled_transform = jax.jit(sampled_transform, static_argnums=(3, 4))
+
 
 def parse_linear_model(model: Any) -> tuple[jax.Array, jax.Array, bool]:
     """``(coef [K, M], intercept [K], single_output)`` from ``(coef, intercept)`` or a fitted model.
@@ -159,10 +162,10 @@ class LinearExplainer:
                 )
             self.method = method
             if method == "exact":
-                t = jax.jit(exact_transform)(g.corr, beta)
+                t = _exact_transform(g.corr, beta)
             else:
                 self.n_permutations = int(n_permutations)
-                t = jax.jit(sampled_transform, static_argnums=3)(as_key(key), g.corr, beta, int(n_permutations))
+                t = _sampled_transform(as_key(key), g.corr, beta, int(n_permutations))
             self.transform = to_data_units(t, g.safe_scale)
 
     @staticmethod
