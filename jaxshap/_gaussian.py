@@ -268,7 +268,29 @@ def conditional_draws(corr: jax.Array, mask: jax.Array, z: jax.Array, noise: jax
 # --- every prefix of a permutation at once -----------------------------------------------------
 
 
-def prefix_linear_weights(corr: jax.Array, beta: jax.Array, order: jax.Array) -> jax.Array:
+def precision_matrix(corr: jax.Array) -> jax.Array:
+    """``C^{-1}`` through the Cholesky factor of ``C`` (symmetric positive definite)."""
+    factor = jnp.linalg.cholesky(corr)
+    return cho_solve((factor, True), jnp.eye(corr.shape[0], dtype=corr.dtype))
+
+
+def inverse_permuted_cholesky(precision: jax.Array, order: jax.Array) -> jax.Array:
+    r"""``L^{-1}`` for ``L = permuted_cholesky(C, order)``, from one Cholesky of the precision.
+
+    :math:`C_\pi^{-1} = L^{-	op} L^{-1}` is an upper-times-lower ("reversed") Cholesky
+    factorisation of the permuted precision matrix; by uniqueness of the factor,
+    :math:`L^{-1} = (J\,\mathrm{chol}(J \Lambda_\pi J)\,J)^	op` with :math:`J` the reversal and
+    :math:`\Lambda = C^{-1}`. A Cholesky factorisation is several times cheaper than a
+    triangular inverse on a CPU.
+    """
+    reverse = order[::-1]
+    factor = jnp.linalg.cholesky(precision[reverse][:, reverse])
+    return factor[::-1, ::-1].T
+
+
+def prefix_linear_weights(
+    corr: jax.Array, beta: jax.Array, order: jax.Array, precision: jax.Array | None = None
+) -> jax.Array:
     r"""Coefficients of :math:`\beta\, E[z \mid z_{\pi_{<j}}]` for every prefix of ``order``.
 
     For the first ``j`` features :math:`S` of the permutation and the rest :math:`R`,
@@ -283,19 +305,26 @@ def prefix_linear_weights(corr: jax.Array, beta: jax.Array, order: jax.Array) ->
       corr: ``[M, M]`` positive-definite correlation matrix.
       beta: ``[K, M]`` coefficients (in standardised units, original feature order).
       order: ``[M]`` permutation.
+      precision: ``C^{-1}`` (:func:`precision_matrix`); pass it when calling for many
+        permutations, so that it is computed once.
 
     Returns:
       ``W`` of shape ``[K, M + 1, M]`` in permuted coordinates: ``W[k, j]`` holds the weights
       of the prefix of length ``j`` (zero beyond position ``j``).
     """
     m = corr.shape[0]
+    if precision is None:
+        precision = precision_matrix(corr)
     factor = permuted_cholesky(corr, order)
-    inverse = solve_triangular(factor, jnp.eye(m, dtype=corr.dtype), lower=True)
+    inverse = inverse_permuted_cholesky(precision, order)
     b = beta[:, order]  # [K, M]
-    terms = b[:, :, None] * factor[None, :, :]  # [K, i, k] = b_i L_ik
-    tail = jnp.flip(jnp.cumsum(jnp.flip(terms, axis=1), axis=1), axis=1)  # sum over i >= j
-    tail = jnp.concatenate([tail, jnp.zeros_like(tail[:, :1])], axis=1)  # [K, M + 1, M]
     pos = jnp.arange(m)
-    before = pos[None, :] < jnp.arange(m + 1)[:, None]  # [M + 1, M]: k < j
+    prefix = jnp.arange(m + 1)[:, None]
+    # tail[k, j, c] = sum_{i >= j} b_i L_ic, as a product with the [M + 1, M] "i >= j" indicator
+    # (a matrix product is much faster than a cumulative sum on CPUs).
+    at_or_after = (pos[None, :] >= prefix).astype(corr.dtype)
+    tail = jnp.einsum("ji,ki,ic->kjc", at_or_after, b, factor)  # [K, M + 1, M]
+    before = pos[None, :] < prefix  # [M + 1, M]: c < j
     tail = jnp.where(before[None], tail, 0.0)
-    return jnp.where(before[None], b[:, None, :], 0.0) + tail @ inverse
+    # (L^{-1})_{:j,:j} is the leading block of L^{-1}; entries with k < j only read it.
+    return jnp.where(before[None], b[:, None, :] + tail @ inverse, 0.0)

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 
 from ._chunking import map_chunks
 from ._coalitions import all_masks, exact_coefficients, sample_permutations
-from ._gaussian import conditional_moments, prefix_linear_weights
+from ._gaussian import conditional_moments, precision_matrix, prefix_linear_weights
 
 EXACT_CHUNK = 4096
 """Coalitions per vectorised batch in :func:`exact_transform`."""
@@ -67,16 +67,24 @@ def exact_transform(corr: jax.Array, beta: jax.Array) -> jax.Array:
     return jnp.einsum("jc,ckm->kjm", coef, weights)
 
 
-def permutation_transform(corr: jax.Array, beta: jax.Array, order: jax.Array) -> jax.Array:
+def permutation_transform(
+    corr: jax.Array, beta: jax.Array, order: jax.Array, precision: jax.Array | None = None
+) -> jax.Array:
     r"""One permutation's transform: :math:`\tilde T_{\pi_j,:} = w_{j+1} - w_j` (unpermuted).
 
     The walk telescopes (rows sum to :math:`\tilde\beta`), so any average of these satisfies
     efficiency exactly. :math:`O(M^3)` via :func:`jaxshap._gaussian.prefix_linear_weights`.
 
+    Args:
+      corr: ``[M, M]`` correlation matrix.
+      beta: ``[K, M]`` standardised coefficients.
+      order: ``[M]`` permutation.
+      precision: optional ``C^{-1}``, shared across permutations.
+
     Returns:
       ``[K, M, M]``.
     """
-    w = prefix_linear_weights(corr, beta, order)  # [K, M + 1, M] in permuted coordinates
+    w = prefix_linear_weights(corr, beta, order, precision)  # [K, M + 1, M] in permuted coordinates
     steps = w[:, 1:, :] - w[:, :-1, :]
     back = jnp.argsort(order)
     return steps[:, back][:, :, back]
@@ -111,9 +119,11 @@ def sampled_transform(
     weight = jnp.concatenate([jnp.ones(n, corr.dtype), jnp.zeros(pad, corr.dtype)])
     orders = jnp.concatenate([orders, jnp.broadcast_to(orders[:1], (pad, m))], axis=0)
 
+    precision = precision_matrix(corr)
+
     def step(total, args):
         o, w = args
-        t = jax.vmap(lambda oo: permutation_transform(corr, beta, oo))(o)
+        t = jax.vmap(lambda oo: permutation_transform(corr, beta, oo, precision))(o)
         return total + jnp.tensordot(w, t, axes=1), None
 
     init = jnp.zeros((beta.shape[0], m, m), corr.dtype)
