@@ -288,43 +288,34 @@ def inverse_permuted_cholesky(precision: jax.Array, order: jax.Array) -> jax.Arr
     return factor[::-1, ::-1].T
 
 
-def prefix_linear_weights(
-    corr: jax.Array, beta: jax.Array, order: jax.Array, precision: jax.Array | None = None
-) -> jax.Array:
-    r"""Coefficients of :math:`\beta\, E[z \mid z_{\pi_{<j}}]` for every prefix of ``order``.
+def permutation_linear_steps(precision: jax.Array, beta: jax.Array, order: jax.Array) -> jax.Array:
+    r"""Marginal contributions along one permutation for a linear model, in :math:`O(M^3)`.
 
-    For the first ``j`` features :math:`S` of the permutation and the rest :math:`R`,
-    :math:`\beta E[z \mid z_S] = (\beta_S + \beta_R C_{RS} C_{SS}^{-1}) z_S = w_j \cdot z`. With
-    :math:`L` the permuted Cholesky factor and :math:`L^{-1}` its inverse,
-    :math:`C_{RS} C_{SS}^{-1} = L_{RS} (L^{-1})_{SS}`, so
-    :math:`w_j[:j] = \beta_S + \bigl(\sum_{i \ge j} \beta_i L_{i,:j}\bigr) (L^{-1})_{:j,:j}`:
-    a reverse cumulative sum and one matrix product give all ``M + 1`` prefixes in
-    :math:`O(M^3)`.
+    For :math:`S` the first ``j`` features of the permutation, the coefficients of
+    :math:`\beta E[z \mid z_S]` on :math:`z_S` are
+    :math:`\beta_S + C_{SS}^{-1} C_{SR} \beta_R = C_{SS}^{-1} g_S` with :math:`g = C\beta^\top`
+    (computed once). With :math:`L` the permuted Cholesky factor,
+    :math:`C_{SS}^{-1} = (L^{-1})_{SS}^\top (L^{-1})_{SS}` (leading blocks), so with
+    :math:`h = L^{-1} g_\pi` the weights of the prefix of length ``j`` are
+    :math:`\sum_{k<j} h_k (L^{-1})_{k,:}` and adding the feature at position ``j`` adds exactly
+    :math:`h_j (L^{-1})_{j,:}`: the innovation of that feature times its covariance with the
+    prediction. Since :math:`C_\pi = L L^\top`, :math:`h = L^{-1} C_\pi \beta_\pi = L^\top
+    \beta_\pi`, computed as the triangular solve :math:`(L^{-1})^\top h = \beta_\pi`, so that the
+    steps sum to :math:`\beta` to rounding even when :math:`C` is ill-conditioned (efficiency).
+    One factorisation (:func:`inverse_permuted_cholesky`) and one triangular solve with ``K``
+    right-hand sides give every step of the walk.
 
     Args:
-      corr: ``[M, M]`` positive-definite correlation matrix.
-      beta: ``[K, M]`` coefficients (in standardised units, original feature order).
+      precision: ``C^{-1}`` (:func:`precision_matrix`), ``[M, M]``.
+      beta: ``[K, M]`` standardised coefficients (original feature order).
       order: ``[M]`` permutation.
-      precision: ``C^{-1}`` (:func:`precision_matrix`); pass it when calling for many
-        permutations, so that it is computed once.
 
     Returns:
-      ``W`` of shape ``[K, M + 1, M]`` in permuted coordinates: ``W[k, j]`` holds the weights
-      of the prefix of length ``j`` (zero beyond position ``j``).
+      ``[K, M, M]`` in the original coordinates: entry ``[k, i, m]`` is the coefficient of
+      ``z_m`` in feature ``i``'s contribution. Summed over ``i`` it gives ``beta`` exactly.
     """
-    m = corr.shape[0]
-    if precision is None:
-        precision = precision_matrix(corr)
-    factor = permuted_cholesky(corr, order)
-    inverse = inverse_permuted_cholesky(precision, order)
-    b = beta[:, order]  # [K, M]
-    pos = jnp.arange(m)
-    prefix = jnp.arange(m + 1)[:, None]
-    # tail[k, j, c] = sum_{i >= j} b_i L_ic, as a product with the [M + 1, M] "i >= j" indicator
-    # (a matrix product is much faster than a cumulative sum on CPUs).
-    at_or_after = (pos[None, :] >= prefix).astype(corr.dtype)
-    tail = jnp.einsum("ji,ki,ic->kjc", at_or_after, b, factor)  # [K, M + 1, M]
-    before = pos[None, :] < prefix  # [M + 1, M]: c < j
-    tail = jnp.where(before[None], tail, 0.0)
-    # (L^{-1})_{:j,:j} is the leading block of L^{-1}; entries with k < j only read it.
-    return jnp.where(before[None], b[:, None, :] + tail @ inverse, 0.0)
+    inverse = inverse_permuted_cholesky(precision, order)  # L^{-1}, permuted coordinates
+    h = solve_triangular(inverse, beta[:, order].T, lower=True, trans="T")  # [M, K] = L^T beta
+    steps = h.T[:, :, None] * inverse[None, :, :]  # [K, j, m]
+    back = jnp.argsort(order)
+    return steps[:, back][:, :, back]

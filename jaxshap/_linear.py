@@ -16,28 +16,34 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax.scipy.linalg import cho_solve
 
 from ._chunking import map_chunks
 from ._coalitions import all_masks, exact_coefficients, sample_permutations
-from ._gaussian import conditional_moments, precision_matrix, prefix_linear_weights
+from ._gaussian import permutation_linear_steps, precision_matrix
 
 EXACT_CHUNK = 4096
 """Coalitions per vectorised batch in :func:`exact_transform`."""
 
 
-def coalition_linear_weights(corr: jax.Array, beta: jax.Array, mask: jax.Array) -> jax.Array:
-    r"""``w_S`` with :math:`\beta E[z \mid z_S] = w_S \cdot z`: :math:`s \odot \beta + G_S^\top \beta`.
+def coalition_linear_weights(corr: jax.Array, g: jax.Array, mask: jax.Array) -> jax.Array:
+    r"""``w_S`` with :math:`\beta E[z \mid z_S] = w_S \cdot z`, i.e. :math:`C_{SS}^{-1} g_S` padded with zeros.
+
+    Uses :math:`\beta_S + C_{SS}^{-1} C_{SR}\beta_R = C_{SS}^{-1} (C\beta^\top)_S`, solved with the
+    block-diagonal :math:`\mathrm{diag}(s) C \mathrm{diag}(s) + \mathrm{diag}(1 - s)` (static shapes).
 
     Args:
       corr: ``[M, M]`` correlation matrix.
-      beta: ``[K, M]`` standardised coefficients.
+      g: ``C beta^T``, ``[M, K]``.
       mask: ``[M]`` boolean coalition.
 
     Returns:
       ``[K, M]``, zero outside the coalition.
     """
-    regression, _ = conditional_moments(corr, mask)
-    return jnp.where(mask[None, :], beta, 0.0) + beta @ regression
+    s = mask.astype(corr.dtype)
+    blocked = s[:, None] * corr * s[None, :] + jnp.diag(1.0 - s)
+    factor = jnp.linalg.cholesky(blocked)
+    return cho_solve((factor, True), s[:, None] * g).T
 
 
 def exact_transform(corr: jax.Array, beta: jax.Array) -> jax.Array:
@@ -60,41 +66,21 @@ def exact_transform(corr: jax.Array, beta: jax.Array) -> jax.Array:
     """
     m = corr.shape[0]
     masks = all_masks(m)
+    g = corr @ beta.T
     weights = map_chunks(
-        jax.vmap(lambda s: coalition_linear_weights(corr, beta, s)), masks, min(EXACT_CHUNK, masks.shape[0])
+        jax.vmap(lambda s: coalition_linear_weights(corr, g, s)), masks, min(EXACT_CHUNK, masks.shape[0])
     )  # [C, K, M]
     coef = exact_coefficients(masks, dtype=corr.dtype)  # [M, C]
     return jnp.einsum("jc,ckm->kjm", coef, weights)
 
 
-def permutation_transform(
-    corr: jax.Array, beta: jax.Array, order: jax.Array, precision: jax.Array | None = None
-) -> jax.Array:
-    r"""One permutation's transform: :math:`\tilde T_{\pi_j,:} = w_{j+1} - w_j` (unpermuted).
-
-    The walk telescopes (rows sum to :math:`\tilde\beta`), so any average of these satisfies
-    efficiency exactly. :math:`O(M^3)` via :func:`jaxshap._gaussian.prefix_linear_weights`.
-
-    Args:
-      corr: ``[M, M]`` correlation matrix.
-      beta: ``[K, M]`` standardised coefficients.
-      order: ``[M]`` permutation.
-      precision: optional ``C^{-1}``, shared across permutations.
-
-    Returns:
-      ``[K, M, M]``.
-    """
-    w = prefix_linear_weights(corr, beta, order, precision)  # [K, M + 1, M] in permuted coordinates
-    steps = w[:, 1:, :] - w[:, :-1, :]
-    back = jnp.argsort(order)
-    return steps[:, back][:, :, back]
-
-
 def sampled_transform(
-    key: jax.Array, corr: jax.Array, beta: jax.Array, n_permutations: int, chunk: int = 32
+    key: jax.Array, corr: jax.Array, beta: jax.Array, n_permutations: int, chunk: int = 8
 ) -> jax.Array:
     r"""The transform averaged over antithetic permutations (a permutation and its reverse).
 
+    Each permutation's contribution comes from :func:`jaxshap._gaussian.permutation_linear_steps`
+    (one Cholesky factorisation) and telescopes to :math:`\tilde\beta`, so efficiency is exact.
     Unbiased for :math:`\tilde T`; ``n_permutations // 2`` pairs, ``chunk`` permutations per
     vectorised step (a scan over steps bounds the memory to ``chunk * K * M**2`` numbers).
 
@@ -123,7 +109,7 @@ def sampled_transform(
 
     def step(total, args):
         o, w = args
-        t = jax.vmap(lambda oo: permutation_transform(corr, beta, oo, precision))(o)
+        t = jax.vmap(lambda oo: permutation_linear_steps(precision, beta, oo))(o)
         return total + jnp.tensordot(w, t, axes=1), None
 
     init = jnp.zeros((beta.shape[0], m, m), corr.dtype)
