@@ -188,3 +188,20 @@ def test_fit_takes_dataframe_names():
     masker = Gaussian.fit(frame, n_samples=16)
     expl = jaxshap.ExactExplainer(lambda X: X[..., 0] * X[..., 1], masker)(frame.to_numpy()[:2])
     assert expl.feature_names == ["u", "v"]
+
+
+def test_conditional_moments_full_size_matches_numpy():
+    from jaxshap._gaussian import conditional_moments
+
+    _, cov, _ = problem(5, 12)
+    d = np.sqrt(np.diag(cov))
+    corr = cov / np.outer(d, d)
+    mask = np.array([True, False, True, True, False])
+    reg, schur = conditional_moments(jnp.asarray(corr, jnp.float32), jnp.asarray(mask))
+    s, r = np.flatnonzero(mask), np.flatnonzero(~mask)
+    ref_reg = np.zeros((5, 5))
+    ref_reg[np.ix_(r, s)] = corr[np.ix_(r, s)] @ np.linalg.inv(corr[np.ix_(s, s)])
+    ref_k = np.zeros((5, 5))
+    ref_k[np.ix_(r, r)] = corr[np.ix_(r, r)] - ref_reg[np.ix_(r, s)] @ corr[np.ix_(s, r)]
+    np.testing.assert_allclose(np.asarray(reg), ref_reg, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(schur), ref_k, atol=1e-5)
