@@ -46,17 +46,25 @@ def time_host(fn: Callable[[], Any], repeat: int = 1) -> float:
     return best
 
 
-def model_floor(model: Callable, n_rows: int, n_features: int, batch: int = 1 << 19, repeat: int = 3) -> float:
-    """Seconds to evaluate the bare ``model`` on ``n_rows`` rows in large jitted batches.
+def model_floor(
+    model: Callable, n_rows: int, n_features: int, batches: tuple[int, ...] = (1 << 12, 1 << 14, 1 << 16, 1 << 18),
+    repeat: int = 3,
+) -> float:
+    """Seconds to evaluate the bare ``model`` on ``n_rows`` rows in jitted batches.
 
-    The rows are generated on the device beforehand; only the model's work is timed.
+    The rows are generated on the device beforehand; only the model's work is timed. Each batch
+    size in ``batches`` is tried and the fastest counts (small batches stay in cache on a CPU,
+    large ones fill an accelerator), so the floor is the model's best throughput.
     """
-    batch = min(batch, n_rows)
-    n_batches = -(-n_rows // batch)
-    xs = jax.random.normal(jax.random.key(0), (n_batches, batch, n_features), jnp.float32)
-    run = jax.jit(lambda xs: jax.lax.map(lambda x: jnp.sum(model(x)), xs))
-    _, best = timed(lambda: run(xs), repeat)
-    return best * n_rows / (n_batches * batch)
+    best = float("inf")
+    for batch in batches:
+        batch = min(batch, n_rows)
+        n_batches = -(-n_rows // batch)
+        xs = jax.random.normal(jax.random.key(0), (n_batches, batch, n_features), jnp.float32)
+        run = jax.jit(lambda xs: jax.lax.map(lambda x: jnp.sum(model(x)), xs))
+        _, seconds = timed(lambda: run(xs), repeat)
+        best = min(best, seconds * n_rows / (n_batches * batch))
+    return best
 
 
 def mlp_params(key: jax.Array, n_features: int, hidden: int = 64, n_outputs: int | None = None) -> dict:

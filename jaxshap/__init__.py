@@ -2,8 +2,11 @@
 
 Public API (everything else is private):
 
-* Explainers: :class:`ExactExplainer`, :class:`PermutationExplainer`, :class:`TreeExplainer`.
+* Explainers: :class:`ExactExplainer`, :class:`PermutationExplainer`, :class:`LinearExplainer`,
+  :class:`TreeExplainer`.
 * Result: :class:`Explanation`.
+* Interactions and effects: :func:`partial_dependence` (:class:`PartialDependence`),
+  :func:`h_statistic` (:class:`HStatistics`), :func:`functional_anova` (:class:`FunctionalANOVA`).
 * Submodules: :mod:`jaxshap.maskers` (value functions), :mod:`jaxshap.estimators` (estimator
   kernels on any value function), :mod:`jaxshap.coalitions` (masks, weights, permutations),
   :mod:`jaxshap.datasets` (data shipped with the package).
@@ -13,6 +16,10 @@ from . import coalitions, datasets, estimators, maskers
 from ._chunking import DEFAULT_MEMORY_BUDGET
 from ._exact_explainer import ExactExplainer
 from ._explanation import Explanation
+from ._functional_anova import FunctionalANOVA, functional_anova
+from ._hstats import HStatistics, h_statistic
+from ._partial_dependence import PartialDependence, partial_dependence
+from ._linear_explainer import LinearExplainer
 from ._permutation_explainer import PermutationExplainer
 from ._tree import TreeExplainer
 
@@ -22,10 +29,17 @@ __all__ = [
     "DEFAULT_MEMORY_BUDGET",
     "ExactExplainer",
     "Explanation",
+    "FunctionalANOVA",
+    "HStatistics",
+    "PartialDependence",
+    "LinearExplainer",
     "PermutationExplainer",
     "TreeExplainer",
     "coalitions",
     "datasets",
     "estimators",
+    "functional_anova",
+    "h_statistic",
     "maskers",
+    "partial_dependence",
 ]

@@ -1,0 +1,304 @@
+"""Partial dependence: the model averaged over the data with some features held fixed.
+
+The one kernel here, :func:`pd_units`, evaluates many partial dependences at once: each *unit*
+is a pair (point, feature set) and its value is the model averaged over the background rows
+with the features of the set taken from the point. Grids, data rows and the H statistics'
+one-, two- and three-way partial dependences are all lists of units, mapped in chunks under
+the memory budget with ``vmap`` inside a chunk.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._chunking import DEFAULT_MEMORY_BUDGET, map_chunks, plan_chunks
+from ._inputs import as_key, as_matrix, check_finite, column_names, resolve_feature_names
+from ._model import Model, wrap_model
+
+
+# --- the kernel ---------------------------------------------------------------------------
+
+
+def pd_units(
+    f: Callable[[jax.Array], jax.Array],
+    background: jax.Array,
+    points: jax.Array,
+    masks: jax.Array,
+    point_index: jax.Array,
+    mask_index: jax.Array,
+    chunk: int,
+) -> jax.Array:
+    r"""Partial dependences for a batch of (point, feature set) units.
+
+    .. math::
+
+        \hat F_S(z) = \frac{1}{B} \sum_{b=1}^{B} f(z_S, x^{(b)}_{\bar S}),
+
+    the Monte-Carlo estimate of :math:`E_{X_{\bar S}}[f(z_S, X_{\bar S})]` (Friedman, 2001,
+    "Greedy function approximation: a gradient boosting machine", section 8.2), for unit
+    ``u`` with ``z = points[point_index[u]]`` and ``S = masks[mask_index[u]]``.
+
+    Args:
+      f: model mapping ``[..., M]`` to ``[..., K]``.
+      background: rows ``x^(b)`` to average over, ``[B, M]``.
+      points: ``[P, M]``; only the features inside each unit's set are read.
+      masks: ``[S, M]`` boolean feature sets.
+      point_index: ``[U]`` integer index into ``points``.
+      mask_index: ``[U]`` integer index into ``masks``.
+      chunk: units per chunk (static); one chunk evaluates the model on ``chunk * B`` rows.
+
+    Returns:
+      ``[U, K]`` partial dependence values.
+    """
+
+    def one(p, s):
+        rows = jnp.where(masks[s], points[p], background)
+        return jnp.mean(f(rows), axis=0)
+
+    return map_chunks(lambda idx: jax.vmap(one)(*idx), (point_index, mask_index), chunk)
+
+
+def units_per_chunk(model: Model, n_units: int, n_background: int, n_features: int, itemsize: int, budget: int) -> int:
+    """How many units one chunk may hold under ``budget`` bytes (each unit costs ``B`` model rows)."""
+    rows, _ = plan_chunks(max(n_units, 1), 1, n_background, model.bytes_per_row + itemsize * n_features, budget)
+    return int(rows)
+
+
+# --- argument handling shared with the H statistics -----------------------------------------
+
+
+def check_budget(memory_budget: Any) -> int:
+    if not isinstance(memory_budget, (int, np.integer)) or isinstance(memory_budget, bool) or memory_budget <= 0:
+        raise ValueError(f"`memory_budget` must be a positive number of bytes; got {memory_budget!r}.")
+    return int(memory_budget)
+
+
+def prepare_data(X: Any, feature_names: Sequence[str] | None) -> tuple[jax.Array, tuple[str, ...]]:
+    """Validate ``X`` (``[n, M]``, finite, at least one row) and settle the feature names."""
+    columns = column_names(X)
+    if X is None:
+        raise ValueError("`X` is required: pass the data rows [n, M] to average the model over.")
+    X = as_matrix(X, "X")
+    if X.shape[0] == 0:
+        raise ValueError("`X` has no rows; pass at least one data row (a few hundred is usual).")
+    check_finite(X, "X")
+    names = resolve_feature_names(feature_names, X.shape[1], columns)
+    return X, names
+
+
+def feature_index(feature: Any, names: Sequence[str], arg: str) -> int:
+    """Resolve one feature given by position or by name."""
+    n = len(names)
+    if isinstance(feature, (bool, np.bool_)):
+        raise TypeError(f"`{arg}` must hold feature positions (int) or names (str); got a bool {feature!r}.")
+    if isinstance(feature, (int, np.integer)):
+        j = int(feature)
+        if not -n <= j < n:
+            raise ValueError(f"`{arg}`: feature {j} is out of range for data with {n} features (0 to {n - 1}).")
+        return j % n
+    if isinstance(feature, str):
+        if feature not in names:
+            raise ValueError(f"`{arg}`: unknown feature name {feature!r}; the features are {list(names)}.")
+        return list(names).index(feature)
+    raise TypeError(f"`{arg}` must hold feature positions (int) or names (str); got {type(feature).__name__}.")
+
+
+def feature_set(features: Any, names: Sequence[str], arg: str) -> tuple[tuple[int, ...], bool]:
+    """Resolve ``features`` to distinct indices; also say whether a single scalar was given."""
+    if isinstance(features, (str, int, np.integer)) and not isinstance(features, (bool, np.bool_)):
+        return (feature_index(features, names, arg),), True
+    try:
+        items = list(features)
+    except TypeError:
+        raise TypeError(
+            f"`{arg}` must be a feature position, a name, or a sequence of them; got {type(features).__name__}."
+        ) from None
+    if not items:
+        raise ValueError(f"`{arg}` is empty; name at least one feature.")
+    idx = tuple(feature_index(v, names, arg) for v in items)
+    if len(set(idx)) != len(idx):
+        raise ValueError(f"`{arg}` names a feature twice: {items!r}.")
+    return idx, False
+
+
+def subsample(X: jax.Array, n_max: int | None, key: Any) -> jax.Array:
+    """At most ``n_max`` rows of ``X`` drawn without replacement with ``key`` (kept in data order)."""
+    if n_max is None or X.shape[0] <= n_max:
+        return X
+    pick = jax.random.choice(as_key(key), X.shape[0], (int(n_max),), replace=False)
+    return X[jnp.sort(pick)]
+
+
+def check_n_max(n_max: Any, allow_none: bool) -> int | None:
+    if n_max is None and allow_none:
+        return None
+    if not isinstance(n_max, (int, np.integer)) or isinstance(n_max, bool) or n_max < 1:
+        raise ValueError(f"`n_max` must be a positive integer number of rows; got {n_max!r}.")
+    return int(n_max)
+
+
+# --- the result -----------------------------------------------------------------------------
+
+
+@jax.tree_util.register_pytree_node_class
+class PartialDependence:
+    """Partial dependence values on a grid.
+
+    Attributes:
+      grid: the evaluation points: ``[G]`` when one feature was given as a position or name,
+        ``[G, s]`` when ``s`` features were given as a sequence.
+      values: ``[G]`` for a single-output model, ``[G, K]`` for ``K`` outputs.
+      features: the feature positions, a tuple of ``s`` ints (static).
+      feature_names: their names (static).
+      centered: whether ``values`` are centred (static).
+    """
+
+    def __init__(self, grid, values, features, feature_names, centered=False):
+        self.grid = grid
+        self.values = values
+        self.features = tuple(int(j) for j in features)
+        self.feature_names = tuple(str(n) for n in feature_names)
+        self.centered = bool(centered)
+
+    def tree_flatten(self):
+        return (self.grid, self.values), (self.features, self.feature_names, self.centered)
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(*children, *aux)
+
+    def __repr__(self) -> str:
+        return (
+            f"PartialDependence(features={list(self.feature_names)}, grid: {tuple(np.shape(self.grid))}, "
+            f"values: {tuple(np.shape(self.values))}{', centred' if self.centered else ''})"
+        )
+
+
+# --- grids ----------------------------------------------------------------------------------
+
+
+def default_axis(column: np.ndarray, size: int) -> np.ndarray:
+    """The distinct values when there are at most ``size``, else ``size`` evenly spaced quantiles."""
+    unique = np.unique(column)
+    if unique.size <= size:
+        return unique
+    return np.unique(np.quantile(column, np.linspace(0.0, 1.0, size), method="linear").astype(column.dtype))
+
+
+def make_grid(X: jax.Array, idx: tuple[int, ...], grid: Any, grid_size: int, single: bool) -> jax.Array:
+    """The ``[G, s]`` evaluation points: the user's grid, the data rows, or the default grid."""
+    s = len(idx)
+    dtype = X.dtype
+    if isinstance(grid, str):
+        if grid != "data":
+            raise ValueError(f'`grid` must be an array, "data" or None; got the string {grid!r}.')
+        return X[:, jnp.asarray(idx)]
+    if grid is None:
+        host = np.asarray(X)
+        axes = [default_axis(host[:, j], grid_size) for j in idx]
+        return jnp.asarray(np.array(list(itertools.product(*axes)), dtype=dtype).reshape(-1, s))
+    g = as_matrix(grid, "grid", dtype=dtype) if np.ndim(grid) == 2 else None
+    if g is None:
+        if np.ndim(grid) != 1:
+            raise ValueError(f"`grid` must be [G] (one feature) or [G, {s}]; got shape {np.shape(grid)}.")
+        if s != 1:
+            raise ValueError(
+                f"`grid` is one-dimensional but {s} features were given; pass a [G, {s}] array of points."
+            )
+        g = jnp.asarray(np.asarray(grid), dtype=dtype)[:, None]
+    if g.shape[1] != s:
+        raise ValueError(f"`grid` has {g.shape[1]} columns but {s} features were given; pass a [G, {s}] array.")
+    if g.shape[0] == 0:
+        raise ValueError("`grid` has no points; pass at least one value.")
+    check_finite(g, "grid")
+    return g
+
+
+# --- the public function --------------------------------------------------------------------
+
+
+def partial_dependence(
+    model: Callable,
+    X: Any,
+    features: Any,
+    grid: Any = None,
+    *,
+    centered: bool = False,
+    grid_size: int = 50,
+    n_max: int | None = None,
+    key: Any = None,
+    feature_names: Sequence[str] | None = None,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+) -> PartialDependence:
+    r"""Partial dependence of the model on one feature or a set of features.
+
+    .. math::
+
+        \hat F_S(z_S) = \frac{1}{n} \sum_{i=1}^{n} f(z_S, x^{(i)}_{\bar S}),
+
+    the Monte-Carlo estimate over the rows of ``X`` of :math:`E_{X_{\bar S}}[f(z_S, X_{\bar S})]`
+    (Friedman, 2001, "Greedy function approximation: a gradient boosting machine", 8.2); this is
+    scikit-learn's ``partial_dependence(..., kind="average")`` with the brute-force method.
+
+    Args:
+      model: callable ``[n, M] -> [n]`` or ``[n, K]``; JAX-traceable or a plain NumPy callable.
+      X: data rows ``[n, M]`` (array or DataFrame) to average over.
+      features: one feature (position or name) or a sequence of them.
+      grid: the points to evaluate at: ``[G]`` for one feature or ``[G, s]`` for ``s``
+        features; ``"data"`` for the rows of ``X`` (their values of the features); ``None``
+        for the default: for each feature its distinct values when there are at most
+        ``grid_size`` of them, else ``grid_size`` evenly spaced quantiles (0 to 1), and the
+        Cartesian product of these axes for several features.
+      centered: subtract the mean of the partial dependence over the data rows,
+        :math:`\frac{1}{n}\sum_i \hat F_S(x^{(i)}_S)`, as Friedman & Popescu (2008) centre it;
+        this costs ``n^2`` extra model evaluations (bound it with ``n_max``).
+      grid_size: points per feature axis of the default grid.
+      n_max: average over at most this many rows of ``X``, drawn with ``key``; ``None`` uses all.
+      key: PRNG key (or int seed) for that subsample; ``None`` means ``jax.random.key(0)``.
+      feature_names: names of the ``M`` features (default: DataFrame columns, else ``Feature j``).
+      memory_budget: bytes of working memory one chunk of model evaluations may use.
+
+    Returns:
+      A :class:`PartialDependence` with ``grid`` and ``values`` (``[G]`` or ``[G, K]``).
+
+    Raises:
+      ValueError: for NaN/inf in ``X`` or ``grid``, a grid of the wrong shape, features out of
+        range, unknown names or repeated features.
+      TypeError: for a model that cannot be called, or features of the wrong type.
+    """
+    X, names = prepare_data(X, feature_names)
+    idx, single = feature_set(features, names, "features")
+    if not isinstance(grid_size, (int, np.integer)) or isinstance(grid_size, bool) or grid_size < 1:
+        raise ValueError(f"`grid_size` must be a positive integer; got {grid_size!r}.")
+    budget = check_budget(memory_budget)
+    n_max = check_n_max(n_max, allow_none=True)
+    points = make_grid(X, idx, grid, int(grid_size), single)
+    background = subsample(X, n_max, key)
+    n, m = background.shape
+    wrapped = wrap_model(model, m, X.dtype, background[:2])
+
+    mask = np.zeros((1, m), dtype=bool)
+    mask[0, list(idx)] = True
+    full = jnp.zeros((points.shape[0], m), X.dtype).at[:, jnp.asarray(idx)].set(points)
+    n_units = points.shape[0] + (n if centered else 0)
+    chunk = units_per_chunk(wrapped, n_units, n, m, X.dtype.itemsize, budget)
+
+    def run(background, full):
+        pts = jnp.concatenate([full, background], axis=0) if centered else full
+        u = pts.shape[0]
+        vals = pd_units(wrapped.fn, background, pts, jnp.asarray(mask), jnp.arange(u), jnp.zeros(u, jnp.int32), chunk)
+        out = vals[: full.shape[0]]
+        if centered:
+            out = out - jnp.mean(vals[full.shape[0] :], axis=0)
+        return out
+
+    values = jax.jit(run)(background, full)
+    if wrapped.single_output:
+        values = values[:, 0]
+    grid_out = points[:, 0] if single else points
+    return PartialDependence(grid_out, values, idx, [names[j] for j in idx], centered)
