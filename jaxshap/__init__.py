@@ -2,7 +2,7 @@
 
 Public API (everything else is private):
 
-* Explainers: :class:`ExactExplainer`, :class:`PermutationExplainer`.
+* Explainers: :class:`ExactExplainer`, :class:`PermutationExplainer`, :class:`KernelExplainer`.
 * Result: :class:`Explanation`.
 * Submodules: :mod:`jaxshap.maskers` (value functions), :mod:`jaxshap.estimators` (estimator
   kernels on any value function), :mod:`jaxshap.coalitions` (masks, weights, permutations),
@@ -13,6 +13,7 @@ from . import coalitions, datasets, estimators, maskers
 from ._chunking import DEFAULT_MEMORY_BUDGET
 from ._exact_explainer import ExactExplainer
 from ._explanation import Explanation
+from ._kernel_explainer import KernelExplainer
 from ._permutation_explainer import PermutationExplainer
 
 __version__ = "0.1.0"
@@ -21,6 +22,7 @@ __all__ = [
     "DEFAULT_MEMORY_BUDGET",
     "ExactExplainer",
     "Explanation",
+    "KernelExplainer",
     "PermutationExplainer",
     "coalitions",
     "datasets",
