@@ -277,10 +277,12 @@ def _distinct_ranks(key: jax.Array, populations: np.ndarray, counts: np.ndarray)
     valid_np = steps[None, :] < counts[:, None]
     # Upper bounds are inclusive; padded steps draw from [0, 0] and are discarded.
     tops_np = np.where(valid_np, populations[:, None] - counts[:, None] + steps[None, :], 0)
-    k_draw, k_perm = jax.random.split(key)
     tops = jnp.asarray(tops_np, jnp.int32)
     valid = jnp.asarray(valid_np)
-    draws = jax.random.randint(k_draw, tops.shape, 0, tops + 1, dtype=jnp.int32)
+    # One random call for everything (each call compiles its own hash): the Floyd draws, and
+    # 31-bit sort keys for the shuffle.
+    highs = np.stack([tops_np + 1, np.full(tops_np.shape, np.iinfo(np.int32).max)])
+    draws, sort_keys = jax.random.randint(key, highs.shape, 0, jnp.asarray(highs, jnp.int32), dtype=jnp.int32)
 
     def step(j, chosen):
         t = draws[:, j]
@@ -290,9 +292,8 @@ def _distinct_ranks(key: jax.Array, populations: np.ndarray, counts: np.ndarray)
 
     chosen = jax.lax.fori_loop(0, n, step, jnp.full(tops.shape, -1, jnp.int32))
     # Shuffle each row by sorting on (padding flag, random key): valid entries first, in uniform order.
-    bits = jax.random.bits(k_perm, tops.shape, dtype=jnp.uint32)
-    pad = jnp.asarray((~valid_np).astype(np.uint32))
-    _, _, shuffled = jax.lax.sort((pad, bits, chosen), dimension=1, num_keys=2)
+    pad = jnp.asarray((~valid_np).astype(np.int32))
+    _, _, shuffled = jax.lax.sort((pad, sort_keys, chosen), dimension=1, num_keys=2)
     return shuffled
 
 
