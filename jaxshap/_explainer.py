@@ -100,7 +100,6 @@ class Explainer:
         """Return ``(phi [M, K], base [K], stderr [M, K] or None)`` for one row."""
         raise NotImplementedError
 
-
     # --- shared machinery -------------------------------------------------------------------
     def _explain_local(self, masker, X, keys, rows_per_chunk, coalitions_per_chunk):
         """Explain rows ``X [b, M]`` with per-row keys ``keys [b]``, chunk by chunk."""
@@ -189,7 +188,7 @@ class Explainer:
         else:
             X_in = X
         if devices is not None and not is_traced(X_in):
-            place = jax.local_devices()[0] if devices == "local" else list(devices)[0]
+            place = jax.local_devices()[0] if isinstance(devices, str) else list(devices)[0]
             if mesh is not None:
                 place = NamedSharding(mesh.mesh, PartitionSpec(mesh.axes))
             X_in = jax.device_put(X_in, place)
