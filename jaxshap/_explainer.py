@@ -16,7 +16,8 @@ Scale (see :meth:`Explainer.__call__` and :meth:`Explainer.explain_batches`):
   on successive blocks of rows of one fixed shape (compiled once).
 
 Row ``i`` (counted from the first row of the call or of the stream) is always explained with
-the key ``fold_in(key, i)``, so results do not depend on chunks, blocks, batches or devices.
+the key ``fold_in(key, i)``, so results do not depend on chunks, blocks, batches or devices
+(beyond float rounding: differently shaped batches may sum in a different order).
 """
 
 from __future__ import annotations
@@ -284,7 +285,8 @@ class Explainer:
         ``numpy.memmap``, ``np.load(path, mmap_mode="r")``, or a generator reading files) can be
         explained with results written out as they come. Rows are numbered across the whole
         stream and row ``i`` uses ``fold_in(key, i)``, so the values do not depend on how the
-        rows are cut into batches, and equal ``__call__`` on all rows at once.
+        rows are cut into batches, and equal ``__call__`` on all rows at once (up to float
+        rounding).
 
         Example (write the values of a memory-mapped data set to a memory-mapped result)::
 
