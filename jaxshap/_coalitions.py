@@ -53,9 +53,14 @@ def exact_coefficients(masks: jax.Array, dtype=jnp.float32) -> jax.Array:
 
 
 def sample_permutations(key: jax.Array, n_features: int, n_permutations: int) -> jax.Array:
-    """``n_permutations`` independent uniform permutations of ``range(M)``, as ``[n, M]`` ints."""
-    keys = jax.random.split(key, n_permutations)
-    return jax.vmap(lambda k: jax.random.permutation(k, n_features))(keys)
+    """``n_permutations`` independent uniform permutations of ``range(M)``, as ``[n, M]`` ints.
+
+    Each permutation sorts ``M`` independent uniform 32-bit keys (a random-key shuffle); ties,
+    which would favour index order, have probability below ``M**2 / 2**33`` per permutation.
+    This compiles far faster than ``jax.random.permutation`` under ``vmap``.
+    """
+    bits = jax.random.bits(key, (n_permutations, n_features), dtype=jnp.uint32)
+    return jnp.argsort(bits, axis=-1)
 
 
 def permutation_ranks(perms: jax.Array) -> jax.Array:
