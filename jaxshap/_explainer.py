@@ -34,7 +34,7 @@ from ._explanation import Explanation
 from ._inputs import as_key, as_matrix, check_finite, check_n_features, column_names, is_traced, resolve_feature_names
 from ._model import wrap_model
 from ._progress import ProgressBar, wants_progress
-from ._sharding import RowMesh, row_mesh
+from ._sharding import row_mesh
 from .maskers import Independent
 
 ValueFn = Callable[[jax.Array], jax.Array]

@@ -249,3 +249,11 @@ def test_two_processes_match_one_process():
         pytest.skip("JAX's multi-process CPU runtime is unavailable here: " + result.stderr[-500:])
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     assert "2 processes vs 1 process: max |difference|" in result.stdout
+
+
+def test_kernel_explainer_takes_the_options_and_streams(problem, reference):
+    model, _, background, X = problem
+    ex = jaxshap.KernelExplainer(model, background)  # M=4: every coalition, so exact
+    np.testing.assert_allclose(np.asarray(ex(X, key=3, progress=True, devices="local").values), reference["exact"], atol=1e-5)
+    streamed = np.concatenate([np.asarray(e.values) for e in ex.explain_batches(X, key=3, batch_size=20)])
+    np.testing.assert_allclose(streamed, reference["exact"], atol=1e-5)
