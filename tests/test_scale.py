@@ -118,6 +118,9 @@ def test_progress_bar_text():
     text = stream.getvalue()
     assert "25% |#####" in text and "50/200 rows" in text and "rows/s" in text and "left" in text
     assert text.endswith("\n") and "\r" in text
+    stream_bar = ProgressBar(None, stream=io.StringIO(), delay=0.0)  # a stream of unknown length
+    stream_bar.update(7)
+    assert "7 rows" in stream_bar.line() and "%" not in stream_bar.line() and "left" not in stream_bar.line()
     quiet = io.StringIO()
     with ProgressBar(200, stream=quiet, delay=60.0) as bar:  # short runs print nothing
         bar.update(200)
