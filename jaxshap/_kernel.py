@@ -65,13 +65,16 @@ def kernel_solve(
     a = proj @ ((z * w[:, None]).T @ z) @ proj
     ridge = jnp.trace(a) / (m * (m - 1))
     chol = cho_factor(a + ridge * jnp.ones((m, m), dtype), lower=True)
-    b = proj @ ((z * w[:, None]).T @ r)  # [M, K]
-    d = proj @ cho_solve(chol, b)
+    # G = P (P A P + c 1 1^T)^-1 P, formed once from the factor: applying an M x M matrix to the
+    # C coalitions is a matrix product, far faster than C triangular solves on a CPU.
+    g = proj @ cho_solve(chol, proj)
+    b = (z * w[:, None]).T @ r  # [M, K]
+    d = g @ b
     phi = delta / m + d
 
     # Linearised variance over the sampling units of the plan.
     residual = r - z @ d  # [C, K]
-    gz = proj @ cho_solve(chol, proj @ z.T)  # [M, C]
+    gz = g @ z.T  # [M, C]
     psi = gz.T[:, :, None] * (w[:, None] * residual)[:, None, :]  # [C, M, K]
     n_units, n_groups = plan.unit_group.shape[0], plan.group_factor.shape[0]
     totals = jax.ops.segment_sum(psi, jnp.asarray(plan.unit), num_segments=n_units)
