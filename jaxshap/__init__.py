@@ -2,7 +2,8 @@
 
 Public API (everything else is private):
 
-* Explainers: :class:`ExactExplainer`, :class:`PermutationExplainer`.
+* Explainers: :class:`ExactExplainer`, :class:`PermutationExplainer`, :class:`LinearExplainer`,
+  :class:`TreeExplainer`.
 * Result: :class:`Explanation`.
 * Interactions and effects: :func:`partial_dependence` (:class:`PartialDependence`),
   :func:`h_statistic` (:class:`HStatistics`), :func:`functional_anova` (:class:`FunctionalANOVA`).
@@ -18,7 +19,9 @@ from ._explanation import Explanation
 from ._functional_anova import FunctionalANOVA, functional_anova
 from ._hstats import HStatistics, h_statistic
 from ._partial_dependence import PartialDependence, partial_dependence
+from ._linear_explainer import LinearExplainer
 from ._permutation_explainer import PermutationExplainer
+from ._tree import TreeExplainer
 
 __version__ = "0.1.0"
 
@@ -29,7 +32,9 @@ __all__ = [
     "FunctionalANOVA",
     "HStatistics",
     "PartialDependence",
+    "LinearExplainer",
     "PermutationExplainer",
+    "TreeExplainer",
     "coalitions",
     "datasets",
     "estimators",

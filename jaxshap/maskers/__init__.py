@@ -5,6 +5,7 @@ A masker exposes ``n_features``, ``dtype``, ``evals_per_coalition``, ``probe_row
 can be passed through ``jax.jit``.
 """
 
+from ._gaussian import Gaussian
 from ._independent import Independent
 
-__all__ = ["Independent"]
+__all__ = ["Gaussian", "Independent"]

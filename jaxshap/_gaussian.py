@@ -1,0 +1,321 @@
+r"""Gaussian conditioning algebra shared by ``LinearExplainer`` and ``maskers.Gaussian``.
+
+For :math:`X \sim \mathcal N(\mu, \Sigma)` and a coalition :math:`S` (the observed features),
+
+.. math::
+
+    X_{\bar S} \mid X_S = x_S \;\sim\; \mathcal N\bigl(
+        \mu_{\bar S} + \Sigma_{\bar S S} \Sigma_{SS}^{-1} (x_S - \mu_S),\;
+        \Sigma_{\bar S \bar S} - \Sigma_{\bar S S} \Sigma_{SS}^{-1} \Sigma_{S \bar S}\bigr).
+
+Everything here works in *standardised* coordinates :math:`z = (x - \mu) / d` with
+:math:`d = \sqrt{\operatorname{diag}\Sigma}`, on the correlation matrix :math:`C`, so that the
+rank and conditioning policy is scale-free. Coalitions are boolean masks and every array keeps
+the full ``[M]`` / ``[M, M]`` shape (sub-blocks are expressed by masking or by a permutation that
+puts the coalition first), so the functions ``vmap`` over coalitions and ``jit`` once per ``M``.
+
+Two facts carry the cost (see DESIGN.md, "Notes on algorithms"):
+
+* If :math:`L` is the Cholesky factor of :math:`C` with rows and columns in the order
+  :math:`\pi`, its leading ``j``-by-``j`` block is the factor of the first ``j`` features, its
+  trailing block is the factor of the Schur complement, and
+  :math:`C_{\mathrm{rest},S} C_{SS}^{-1} = L_{\mathrm{rest},S} L_{SS}^{-1}`. One factorisation
+  and one triangular inverse therefore give the conditional regression of *every prefix* of
+  :math:`\pi`: :math:`O(M^3)` per permutation, as matrix products.
+* Putting a coalition first turns conditioning on an arbitrary mask into the prefix case.
+
+Policy for rank-deficient or nearly collinear covariances (:func:`standardize`): a covariance
+must be symmetric and positive semi-definite up to a relative tolerance (eigenvalues at least
+``-1e-6`` times the largest), else ``ValueError``. Zero-variance (constant) features are treated
+as independent of the rest. When the smallest eigenvalue of the correlation matrix is below
+``rcond`` times the largest, the correlations are shrunk toward independence,
+:math:`C \to (C + \delta I) / (1 + \delta)` with the smallest :math:`\delta` that lifts the
+smallest eigenvalue to ``rcond`` times the largest, and a warning says so. Regression
+coefficients then stay bounded (of order :math:`1/\sqrt{\mathrm{rcond}}` at worst), so nearly
+collinear data never produce the huge values an unguarded inverse gives; duplicated features
+share their credit.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.linalg import cho_solve, solve_triangular
+
+from ._inputs import is_traced
+
+PSD_TOLERANCE = 1e-6
+"""A covariance counts as PSD when its smallest eigenvalue is at least ``-PSD_TOLERANCE`` times the largest."""
+
+
+def default_rcond(dtype: Any) -> float:
+    """The default relative eigenvalue floor: ``1e-6`` in float64, ``1e-5`` in float32."""
+    return 1e-6 if jnp.dtype(dtype).itemsize >= 8 else 1e-5
+
+
+class StandardGaussian(NamedTuple):
+    """A validated multivariate normal, in standardised coordinates (a pytree of arrays).
+
+    Attributes:
+      mean: ``mu``, ``[M]``.
+      scale: ``d = sqrt(diag(Sigma))``, ``[M]``; zero for constant features.
+      safe_scale: ``d`` with zeros replaced by one (to standardise a row without dividing by 0).
+      corr: the regularised correlation matrix ``C``, ``[M, M]``, symmetric positive definite
+        (constant features have a unit diagonal and no correlations).
+      shrinkage: ``delta`` of the shrinkage toward independence (0 when none was needed).
+    """
+
+    mean: jax.Array
+    scale: jax.Array
+    safe_scale: jax.Array
+    corr: jax.Array
+    shrinkage: jax.Array
+
+    def standardize(self, x: jax.Array) -> jax.Array:
+        """``z = (x - mu) / d``, with constant features divided by one."""
+        return (x - self.mean) / self.safe_scale
+
+
+def check_covariance(cov: Any, n_features: int, name: str = "cov") -> None:
+    """Raise a ``ValueError`` unless a concrete ``cov`` is a symmetric PSD ``[M, M]`` matrix.
+
+    Symmetry is checked to a relative tolerance of ``1e-5`` of the largest entry; positive
+    semi-definiteness to ``-1e-6`` times the largest eigenvalue (computed in float64). Traced
+    covariances are only shape-checked.
+    """
+    shape = tuple(np.shape(cov))
+    if shape != (n_features, n_features):
+        raise ValueError(
+            f"`{name}` must be a square covariance matrix of shape [{n_features}, {n_features}] "
+            f"(one row and column per feature); got shape {shape}."
+        )
+    if is_traced(cov):
+        return
+    c = np.asarray(cov, dtype=np.float64)
+    if not np.isfinite(c).all():
+        raise ValueError(f"`{name}` contains NaN or inf; pass a finite covariance matrix.")
+    top = np.abs(c).max() if c.size else 0.0
+    asym = np.abs(c - c.T).max() if c.size else 0.0
+    if asym > 1e-5 * top:
+        raise ValueError(
+            f"`{name}` is not symmetric (largest |cov - cov.T| is {asym:.3g}, the largest entry "
+            f"{top:.3g}); pass a covariance matrix, for example np.cov(data, rowvar=False)."
+        )
+    eig = np.linalg.eigvalsh(0.5 * (c + c.T))
+    if eig[0] < -PSD_TOLERANCE * max(eig[-1], 0.0) or (eig[-1] <= 0 and eig[0] < 0):
+        raise ValueError(
+            f"`{name}` is not positive semi-definite: its smallest eigenvalue is {eig[0]:.3g} and its "
+            f"largest {eig[-1]:.3g} (allowed: down to -{PSD_TOLERANCE:g} times the largest). Pass a "
+            "valid covariance, for example np.cov(data, rowvar=False), or project yours onto the PSD cone."
+        )
+
+
+def standardize(mean: jax.Array, cov: jax.Array, rcond: float) -> StandardGaussian:
+    r"""Split :math:`\Sigma = D C D` and regularise ``C`` (traceable; no checks, no warnings).
+
+    Constant features (standard deviation at most ``10 eps`` times the largest standard
+    deviation or their own mean's magnitude) get ``d = 0`` and are made independent of the
+    rest. Then, when the eigenvalues of ``C`` satisfy
+    :math:`\lambda_{\min} < \mathrm{rcond}\,\lambda_{\max}`,
+    :math:`C \leftarrow (C + \delta I)/(1 + \delta)` with
+    :math:`\delta = \mathrm{rcond}\,\lambda_{\max} - \lambda_{\min}`.
+
+    Args:
+      mean: ``[M]``.
+      cov: ``[M, M]`` symmetric PSD covariance.
+      rcond: relative eigenvalue floor of the correlation matrix.
+    """
+    cov = 0.5 * (cov + cov.T)
+    var = jnp.clip(jnp.diagonal(cov), 0.0, None)
+    std = jnp.sqrt(var)
+    eps = jnp.finfo(cov.dtype).eps
+    constant = std <= 10 * eps * jnp.maximum(std.max(), jnp.abs(mean))
+    scale = jnp.where(constant, 0.0, std)
+    safe = jnp.where(constant, 1.0, std)
+    corr = cov / (safe[:, None] * safe[None, :])
+    keep = ~constant
+    eye = jnp.eye(cov.shape[0], dtype=cov.dtype)
+    corr = jnp.where(keep[:, None] & keep[None, :], corr, 0.0)
+    corr = jnp.where(eye > 0, jnp.where(keep, jnp.diagonal(corr), 1.0)[:, None], corr)
+    eig = jnp.linalg.eigvalsh(corr)
+    delta = jnp.maximum(rcond * eig[-1] - eig[0], 0.0)
+    corr = (corr + delta * eye) / (1.0 + delta)
+    return StandardGaussian(mean, scale, safe, corr, delta)
+
+
+def prepare(mean: Any, cov: Any, *, rcond: float | None, name: str = "cov", dtype: Any = None) -> StandardGaussian:
+    """Validate ``(mean, cov)``, standardise and regularise, warning when shrinkage was applied.
+
+    Raises:
+      ValueError: for a ``mean`` that is not a finite vector, or a ``cov`` of the wrong shape,
+        not symmetric, or not positive semi-definite.
+    """
+    if np.ndim(mean) != 1:
+        raise ValueError(f"`mean` must be a vector of shape [M]; got shape {tuple(np.shape(mean))}.")
+    m = np.shape(mean)[0]
+    if m == 0:
+        raise ValueError("`mean` is empty; a Gaussian needs at least one feature.")
+    check_covariance(cov, m, name)
+    if not is_traced(mean) and not np.isfinite(np.asarray(mean)).all():
+        raise ValueError("`mean` contains NaN or inf; pass a finite mean vector.")
+    if dtype is None:
+        dtype = jnp.result_type(jnp.asarray(mean).dtype, jnp.asarray(cov).dtype, jnp.float32)
+        if not jnp.issubdtype(dtype, jnp.floating):
+            dtype = jnp.float32
+    dtype = jax.dtypes.canonicalize_dtype(dtype)
+    rcond = default_rcond(dtype) if rcond is None else float(rcond)
+    if not 0.0 <= rcond < 1.0:
+        raise ValueError(f"`rcond` must lie in [0, 1); got {rcond!r}.")
+    g = _standardize(jnp.asarray(mean, dtype), jnp.asarray(cov, dtype), rcond)
+    if not is_traced(g.shrinkage):
+        delta = float(g.shrinkage)
+        if delta > 0:
+            warnings.warn(
+                f"`{name}` is rank-deficient or nearly collinear (the correlation matrix's smallest "
+                f"eigenvalue is below {rcond:g} times its largest, e.g. duplicated features or fewer "
+                f"rows than features); correlations are shrunk toward independence by delta={delta:.3g} "
+                "so that conditioning stays stable (set `rcond` to change the floor).",
+                UserWarning,
+                stacklevel=3,
+            )
+    return g
+
+
+_standardize = jax.jit(standardize, static_argnums=2)
+
+
+def sample_moments(data: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Sample mean and unbiased covariance (``ddof=1``) of rows ``[N, M]``, ``N >= 2``."""
+    mean = data.mean(axis=0)
+    centred = data - mean
+    return mean, centred.T @ centred / (data.shape[0] - 1)
+
+
+# --- conditioning on one coalition -----------------------------------------------------------
+
+
+def conditional_moments(corr: jax.Array, mask: jax.Array) -> tuple[jax.Array, jax.Array]:
+    r"""Regression and Schur complement of one coalition, as full-size ``[M, M]`` matrices.
+
+    With ``s`` the coalition as 0/1 and :math:`\tilde C = \mathrm{diag}(s) C \mathrm{diag}(s) +
+    \mathrm{diag}(1 - s)` (block-diagonal: :math:`C_{SS}` and an identity), returns
+
+    * ``G`` with :math:`G_{\bar S S} = C_{\bar S S} C_{SS}^{-1}` and zeros elsewhere, so
+      :math:`E[z \mid z_S] = s \odot z + G z` (observed features kept, the others regressed);
+    * ``K`` with :math:`K_{\bar S \bar S} = C_{\bar S \bar S} - C_{\bar S S} C_{SS}^{-1} C_{S \bar S}`
+      and zeros elsewhere, the conditional covariance.
+
+    Args:
+      corr: ``[M, M]`` symmetric positive-definite correlation matrix.
+      mask: ``[M]`` boolean coalition (``True`` = observed).
+    """
+    s = mask.astype(corr.dtype)
+    out = 1.0 - s
+    blocked = s[:, None] * corr * s[None, :] + jnp.diag(out)
+    factor = jnp.linalg.cholesky(blocked)
+    cross = s[:, None] * corr * out[None, :]  # C_{S, Sbar}, zero elsewhere
+    solved = cho_solve((factor, True), cross)  # C_SS^{-1} C_{S, Sbar}, zero elsewhere
+    regression = solved.T
+    schur = out[:, None] * corr * out[None, :] - cross.T @ solved
+    return regression, schur
+
+
+def coalition_first(mask: jax.Array) -> jax.Array:
+    """The stable ordering that lists the coalition's features first: ``[M]`` int."""
+    return jnp.argsort(jnp.where(mask, 0, 1), stable=True)
+
+
+def permuted_cholesky(corr: jax.Array, order: jax.Array) -> jax.Array:
+    """Lower Cholesky factor of ``corr`` with rows and columns taken in ``order``."""
+    return jnp.linalg.cholesky(corr[order][:, order])
+
+
+def conditional_draws(corr: jax.Array, mask: jax.Array, z: jax.Array, noise: jax.Array) -> jax.Array:
+    r"""Draws of :math:`z \mid z_S` through the coalition-first Cholesky factor.
+
+    With the coalition put first, :math:`L = \begin{pmatrix} L_{SS} & 0 \\ L_{\bar S S} &
+    L_{\bar S \bar S}\end{pmatrix}` and every draw is :math:`L w` with
+    :math:`w_S = L_{SS}^{-1} z_S` (shared) and :math:`w_{\bar S} = \varepsilon_{\bar S}`:
+    its :math:`\bar S` part is the conditional mean :math:`L_{\bar S S} L_{SS}^{-1} z_S` plus
+    :math:`L_{\bar S \bar S} \varepsilon`, whose covariance is the Schur complement. The noise is
+    indexed by the original feature, so the same draws serve every coalition and row
+    (common random numbers).
+
+    Args:
+      corr: ``[M, M]`` positive-definite correlation matrix.
+      mask: ``[M]`` boolean coalition.
+      z: ``[M]`` standardised row (only ``z_S`` is read).
+      noise: ``[N, M]`` standard-normal draws.
+
+    Returns:
+      ``[N, M]`` draws; the coalition's entries reproduce ``z_S`` up to rounding.
+    """
+    m = corr.shape[0]
+    order = coalition_first(mask)
+    factor = permuted_cholesky(corr, order)
+    first = jnp.arange(m) < mask.sum()
+    # Forward substitution: the first |S| entries only read the first |S| right-hand sides.
+    w_s = solve_triangular(factor, jnp.where(first, z[order], 0.0), lower=True)
+    w = jnp.where(first[None, :], w_s[None, :], noise[:, order])
+    draws = w @ factor.T
+    return draws[:, jnp.argsort(order)]
+
+
+# --- every prefix of a permutation at once -----------------------------------------------------
+
+
+def precision_matrix(corr: jax.Array) -> jax.Array:
+    """``C^{-1}`` through the Cholesky factor of ``C`` (symmetric positive definite)."""
+    factor = jnp.linalg.cholesky(corr)
+    return cho_solve((factor, True), jnp.eye(corr.shape[0], dtype=corr.dtype))
+
+
+def inverse_permuted_cholesky(precision: jax.Array, order: jax.Array) -> jax.Array:
+    r"""``L^{-1}`` for ``L = permuted_cholesky(C, order)``, from one Cholesky of the precision.
+
+    :math:`C_\pi^{-1} = L^{-	op} L^{-1}` is an upper-times-lower ("reversed") Cholesky
+    factorisation of the permuted precision matrix; by uniqueness of the factor,
+    :math:`L^{-1} = (J\,\mathrm{chol}(J \Lambda_\pi J)\,J)^	op` with :math:`J` the reversal and
+    :math:`\Lambda = C^{-1}`. A Cholesky factorisation is several times cheaper than a
+    triangular inverse on a CPU.
+    """
+    reverse = order[::-1]
+    factor = jnp.linalg.cholesky(precision[reverse][:, reverse])
+    return factor[::-1, ::-1].T
+
+
+def permutation_linear_steps(precision: jax.Array, beta: jax.Array, order: jax.Array) -> jax.Array:
+    r"""Marginal contributions along one permutation for a linear model, in :math:`O(M^3)`.
+
+    For :math:`S` the first ``j`` features of the permutation, the coefficients of
+    :math:`\beta E[z \mid z_S]` on :math:`z_S` are
+    :math:`\beta_S + C_{SS}^{-1} C_{SR} \beta_R = C_{SS}^{-1} g_S` with :math:`g = C\beta^\top`
+    (computed once). With :math:`L` the permuted Cholesky factor,
+    :math:`C_{SS}^{-1} = (L^{-1})_{SS}^\top (L^{-1})_{SS}` (leading blocks), so with
+    :math:`h = L^{-1} g_\pi` the weights of the prefix of length ``j`` are
+    :math:`\sum_{k<j} h_k (L^{-1})_{k,:}` and adding the feature at position ``j`` adds exactly
+    :math:`h_j (L^{-1})_{j,:}`: the innovation of that feature times its covariance with the
+    prediction. Since :math:`C_\pi = L L^\top`, :math:`h = L^{-1} C_\pi \beta_\pi = L^\top
+    \beta_\pi`, computed as the triangular solve :math:`(L^{-1})^\top h = \beta_\pi`, so that the
+    steps sum to :math:`\beta` to rounding even when :math:`C` is ill-conditioned (efficiency).
+    One factorisation (:func:`inverse_permuted_cholesky`) and one triangular solve with ``K``
+    right-hand sides give every step of the walk.
+
+    Args:
+      precision: ``C^{-1}`` (:func:`precision_matrix`), ``[M, M]``.
+      beta: ``[K, M]`` standardised coefficients (original feature order).
+      order: ``[M]`` permutation.
+
+    Returns:
+      ``[K, M, M]`` in the original coordinates: entry ``[k, i, m]`` is the coefficient of
+      ``z_m`` in feature ``i``'s contribution. Summed over ``i`` it gives ``beta`` exactly.
+    """
+    inverse = inverse_permuted_cholesky(precision, order)  # L^{-1}, permuted coordinates
+    h = solve_triangular(inverse, beta[:, order].T, lower=True, trans="T")  # [M, K] = L^T beta
+    steps = h.T[:, :, None] * inverse[None, :, :]  # [K, j, m]
+    back = jnp.argsort(order)
+    return steps[:, back][:, :, back]

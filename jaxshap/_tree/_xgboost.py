@@ -1,0 +1,74 @@
+"""Import XGBoost models (``Booster``, ``XGBRegressor``, ``XGBClassifier``, ...)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from ._ensemble import TreeEnsemble, make_tree, one_hot_values, stack_trees
+
+
+def _booster(model):
+    return model.get_booster() if hasattr(model, "get_booster") else model
+
+
+def _strict_to_le(threshold: np.ndarray) -> np.ndarray:
+    """XGBoost sends ``x < t`` left (float32 compare); ``x <= nextafter(t, -inf)`` is the same."""
+    t = np.asarray(threshold, dtype=np.float32)
+    return np.nextafter(t, np.float32(-np.inf)).astype(np.float64)
+
+
+def load_xgboost(model) -> TreeEnsemble:
+    """Read an XGBoost tree model from its JSON serialisation.
+
+    Leaf values are stored already multiplied by the learning rate. The constant term
+    (``base_score`` mapped to the margin by the objective's link) is read back from the booster
+    itself: it is the margin the booster predicts for one probe row minus the trees' sum there,
+    which is exact for every objective and version.
+    """
+    import xgboost
+
+    booster = _booster(model)
+    raw = booster.save_raw(raw_format="json")
+    learner = json.loads(bytes(raw).decode("utf-8"))["learner"]
+    gb = learner["gradient_booster"]
+    name = gb.get("name")
+    if name == "gbtree":
+        trees_json, info = gb["model"]["trees"], gb["model"]["tree_info"]
+        weights = np.ones(len(trees_json))
+    elif name == "dart":
+        trees_json, info = gb["gbtree"]["model"]["trees"], gb["gbtree"]["model"]["tree_info"]
+        weights = np.asarray(gb.get("weight_drop", [1.0] * len(trees_json)), dtype=np.float64)
+    else:
+        raise TypeError(f"TreeExplainer supports XGBoost tree boosters (gbtree, dart); got booster {name!r}.")
+    params = learner["learner_model_param"]
+    n_features = int(params["num_feature"])
+    n_outputs = max(int(params.get("num_class", "0")), int(params.get("num_target", "1")), 1)
+    trees = []
+    for tj, k, w in zip(trees_json, info, weights):
+        if int(tj["tree_param"].get("size_leaf_vector", "1")) > 1:
+            raise TypeError("TreeExplainer does not support XGBoost vector-leaf trees (multi_strategy='multi_output_tree').")
+        if any(int(s) != 0 for s in tj["split_type"]):
+            raise TypeError("TreeExplainer does not support XGBoost categorical splits; one-hot encode those features.")
+        left = np.asarray(tj["left_children"])
+        cond = np.asarray(tj["split_conditions"], dtype=np.float32)
+        leaf = left < 0
+        value = np.where(leaf, cond.astype(np.float64) * w, 0.0)
+        trees.append(
+            make_tree(
+                tj["split_indices"],
+                _strict_to_le(cond),
+                left,
+                tj["right_children"],
+                np.asarray(tj["default_left"], dtype=bool),
+                one_hot_values(value, int(k), n_outputs),
+                tj["sum_hessian"],
+            )
+        )
+    ensemble = stack_trees(trees, np.zeros(n_outputs), n_features, "XGBoost")
+    probe = np.full((1, n_features), np.nan, dtype=np.float32)
+    dmatrix = xgboost.DMatrix(probe, feature_names=booster.feature_names, feature_types=booster.feature_types)
+    margin = np.asarray(booster.predict(dmatrix, output_margin=True), dtype=np.float64)
+    base = margin.reshape(-1) - ensemble.predict(probe).reshape(-1)
+    return stack_trees(trees, base, n_features, "XGBoost")
