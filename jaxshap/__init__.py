@@ -2,13 +2,13 @@
 
 Public API (everything else is private):
 
-* Explainers: :class:`ExactExplainer`, :class:`PermutationExplainer`, :class:`LinearExplainer`,
-  :class:`TreeExplainer`.
+* Explainers: :class:`ExactExplainer`, :class:`PermutationExplainer`, :class:`KernelExplainer`,
+  :class:`LinearExplainer`, :class:`TreeExplainer`.
 * Result: :class:`Explanation`.
 * Interactions and effects: :func:`partial_dependence` (:class:`PartialDependence`),
   :func:`h_statistic` (:class:`HStatistics`), :func:`functional_anova` (:class:`FunctionalANOVA`).
 * Submodules: :mod:`jaxshap.maskers` (value functions), :mod:`jaxshap.estimators` (estimator
-  kernels on any value function), :mod:`jaxshap.coalitions` (masks, weights, permutations),
+  kernels on any value function), :mod:`jaxshap.coalitions` (masks, weights, sampling),
   :mod:`jaxshap.datasets` (data shipped with the package).
 """
 
@@ -18,8 +18,9 @@ from ._exact_explainer import ExactExplainer
 from ._explanation import Explanation
 from ._functional_anova import FunctionalANOVA, functional_anova
 from ._hstats import HStatistics, h_statistic
-from ._partial_dependence import PartialDependence, partial_dependence
+from ._kernel_explainer import KernelExplainer
 from ._linear_explainer import LinearExplainer
+from ._partial_dependence import PartialDependence, partial_dependence
 from ._permutation_explainer import PermutationExplainer
 from ._tree import TreeExplainer
 
@@ -31,8 +32,9 @@ __all__ = [
     "Explanation",
     "FunctionalANOVA",
     "HStatistics",
-    "PartialDependence",
+    "KernelExplainer",
     "LinearExplainer",
+    "PartialDependence",
     "PermutationExplainer",
     "TreeExplainer",
     "coalitions",

@@ -1,4 +1,4 @@
-"""Coalition machinery: mask enumeration, Shapley weights and permutation sampling."""
+"""Coalition machinery: mask enumeration, Shapley weights, permutation and KernelSHAP sampling."""
 
 from ._coalitions import (
     all_masks,
@@ -8,8 +8,16 @@ from ._coalitions import (
     sample_permutations,
     shapley_weights,
 )
+from ._kernel_sampling import KernelPlan, kernel_plan, kernel_weight
+from ._kernel_sampling import min_coalitions as min_kernel_coalitions
+from ._kernel_sampling import sample_coalitions as sample_kernel_coalitions
 
 __all__ = [
+    "KernelPlan",
+    "kernel_plan",
+    "kernel_weight",
+    "min_kernel_coalitions",
+    "sample_kernel_coalitions",
     "all_masks",
     "exact_coefficients",
     "permutation_ranks",

@@ -5,6 +5,7 @@ Each kernel works on one game ``v: [C, M] bool -> [C, ...]`` and knows nothing a
 """
 
 from ._exact import exact_shapley
+from ._kernel import kernel_shapley, kernel_solve
 from ._permutation import permutation_shapley
 
-__all__ = ["exact_shapley", "permutation_shapley"]
+__all__ = ["exact_shapley", "kernel_shapley", "kernel_solve", "permutation_shapley"]

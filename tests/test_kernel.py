@@ -1,0 +1,264 @@
+"""KernelSHAP: sampling plan, exactness at full budget, efficiency, convergence, standard errors."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxshap
+from jaxshap.coalitions import kernel_plan, kernel_weight, min_kernel_coalitions, sample_kernel_coalitions
+from jaxshap.estimators import kernel_shapley
+
+
+# --- an independent oracle, written from the definitions -----------------------------------------
+def numpy_mlp(params, x):
+    return np.tanh(x @ params["w1"] + params["b1"]) @ params["w2"]
+
+
+def jax_mlp(params, x):
+    return jnp.tanh(x @ params["w1"] + params["b1"]) @ params["w2"]
+
+
+def make_problem(m, n_bg=6, n_rows=3, hidden=12, outputs=None, seed=0):
+    rng = np.random.default_rng(seed)
+    out = () if outputs is None else (outputs,)
+    params = {
+        "w1": rng.normal(size=(m, hidden)) * 1.5 / np.sqrt(m),
+        "b1": rng.normal(size=hidden),
+        "w2": rng.normal(size=(hidden,) + out),
+    }
+    bg = rng.normal(size=(n_bg, m))
+    X = rng.normal(size=(n_rows, m))
+    return params, bg, X
+
+
+def oracle_value(f, x, bg, subset):
+    """v(S) = mean_b f(x_S, b_rest), the interventional value."""
+    z = bg.copy()
+    z[:, list(subset)] = x[list(subset)]
+    return f(z).mean(axis=0)
+
+
+def oracle_shapley(f, x, bg):
+    """phi_j = sum_{S without j} |S|! (M-|S|-1)! / M! [v(S + j) - v(S)], in float64."""
+    m = x.shape[0]
+    cache = {}
+
+    def v(s):
+        key = tuple(sorted(s))
+        if key not in cache:
+            cache[key] = oracle_value(f, x, bg, key)
+        return cache[key]
+
+    phi = []
+    for j in range(m):
+        others = [i for i in range(m) if i != j]
+        total = 0.0
+        for size in range(m):
+            weight = math.factorial(size) * math.factorial(m - size - 1) / math.factorial(m)
+            for s in itertools.combinations(others, size):
+                total = total + weight * (v(s + (j,)) - v(s))
+        phi.append(total)
+    return np.array(phi)
+
+
+def f64(params):
+    return {k: np.asarray(v, np.float64) for k, v in params.items()}
+
+
+# --- the sampling plan ------------------------------------------------------------------------------
+@pytest.mark.parametrize("m,n,sampler", [(9, 61, "paired"), (10, 301, "leverage"), (6, 30, "leverage")])
+def test_plan_weights_distinct_and_paired(m, n, sampler):
+    plan = kernel_plan(m, n, sampler)
+    masks, weights = jax.jit(lambda k: sample_kernel_coalitions(k, plan))(jax.random.key(3))
+    masks, weights = np.asarray(masks), np.asarray(weights, np.float64)
+    assert masks.shape == (n, m) and weights.shape == (n,)  # the budget is honoured exactly
+    assert len({tuple(r) for r in masks}) == n  # without replacement
+    sizes = masks.sum(1)
+    assert sizes.min() >= 1 and sizes.max() <= m - 1
+    # Horvitz-Thompson: each size's weights add up to that size's total kernel mass.
+    for s in range(1, m):
+        np.testing.assert_allclose(weights[sizes == s].sum(), kernel_weight(m, s) * math.comb(m, s), rtol=1e-5)
+    # Every sampled coalition of a stratum's smaller side has its complement in the sample (pairing).
+    rows = {tuple(r) for r in masks}
+    n_pairs = sum(st.n_pairs for st in plan.strata)
+    assert sum(tuple(~r) in rows for r in masks) >= 2 * n_pairs
+
+
+def test_plan_enumerates_small_layers_first():
+    plan = kernel_plan(10, 300, "paired")
+    sizes = plan.enum_masks.sum(1)
+    assert set(sizes) == {1, 2, 8, 9} and len(sizes) == 2 * (10 + 45)
+    assert {st.size for st in plan.strata} == {3, 4, 5}
+    full = kernel_plan(6, 62, "paired")
+    assert full.exact and len({tuple(r) for r in full.enum_masks}) == 62
+
+
+def test_sampling_is_keyed_and_jittable():
+    plan = kernel_plan(9, 61, "paired")
+    draw = jax.jit(lambda k: sample_kernel_coalitions(k, plan)[0])
+    a, b, c = draw(jax.random.key(0)), draw(jax.random.key(0)), draw(jax.random.key(1))
+    assert np.array_equal(a, b) and not np.array_equal(b, c)
+
+
+# --- exactness and efficiency ---------------------------------------------------------------------
+@pytest.mark.parametrize("sampler", ["paired", "leverage"])
+def test_full_budget_is_exact(sampler):
+    m = 6
+    params, bg, X = make_problem(m, outputs=2, seed=1)
+    ex = jaxshap.KernelExplainer(partial(jax_mlp, params), bg, 2**m - 2, sampler=sampler)
+    expl = ex(X)
+    oracle = np.stack([oracle_shapley(partial(numpy_mlp, f64(params)), x, bg) for x in X])
+    scale = np.abs(oracle).max()
+    np.testing.assert_allclose(np.asarray(expl.values), oracle, atol=2e-5 * scale, rtol=0)
+    assert float(np.abs(expl.stderr).max()) == 0.0
+    # A larger budget is capped at 2**M - 2 and gives the same values.
+    more = jaxshap.KernelExplainer(partial(jax_mlp, params), bg, 5000, sampler=sampler)(X)
+    np.testing.assert_allclose(np.asarray(more.values), np.asarray(expl.values), atol=1e-6 * scale)
+
+
+def test_full_budget_is_exact_in_float64():
+    m = 5
+    params, bg, X = make_problem(m, seed=2)
+    with jax.enable_x64(True):
+        fn = lambda masks, x: jnp.asarray(
+            [oracle_value(partial(numpy_mlp, f64(params)), x, bg, np.flatnonzero(r)) for r in np.asarray(masks)]
+        )
+        for x in X:
+            phi, stderr, v0, v1 = kernel_shapley(jax.random.key(0), lambda ms: fn(ms, x), m, 2**m - 2)
+            np.testing.assert_allclose(np.asarray(phi), oracle_shapley(partial(numpy_mlp, f64(params)), x, bg), atol=1e-12)
+
+
+@pytest.mark.parametrize("n", [None, 150])
+def test_efficiency_is_exact(n):
+    m = 10
+    params, bg, X = make_problem(m, n_rows=4, seed=3)
+    expl = jaxshap.KernelExplainer(partial(jax_mlp, params), bg, n)(X)
+    fx = numpy_mlp(f64(params), X)
+    total = np.asarray(expl.values, np.float64).sum(1) + np.asarray(expl.base_values, np.float64)
+    np.testing.assert_allclose(total, fx, atol=2e-5 * np.abs(fx).max())
+    np.testing.assert_allclose(np.asarray(expl.base_values), numpy_mlp(f64(params), bg).mean(), atol=1e-5)
+
+
+# --- convergence and standard errors ----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def game8():
+    m = 8
+    params, bg, X = make_problem(m, n_bg=5, n_rows=1, hidden=16, seed=4)
+    x = X[0]
+    exact = oracle_shapley(partial(numpy_mlp, f64(params)), x, bg)
+    p32 = {k: jnp.asarray(v, jnp.float32) for k, v in params.items()}
+    xj, bgj = jnp.asarray(x, jnp.float32), jnp.asarray(bg, jnp.float32)
+
+    def value_fn(masks):
+        return jax_mlp(p32, jnp.where(masks[:, None, :], xj, bgj)).mean(1)
+
+    return m, value_fn, exact
+
+
+def _runs(value_fn, m, n, sampler, n_keys=300):
+    run = jax.jit(jax.vmap(lambda k: kernel_shapley(k, value_fn, m, n, sampler=sampler)[:2]))
+    phi, se = run(jax.random.split(jax.random.key(11), n_keys))
+    return np.asarray(phi, np.float64), np.asarray(se, np.float64)
+
+
+@pytest.mark.parametrize("sampler,budgets", [("paired", (24, 80, 200)), ("leverage", (80,))])
+def test_error_falls_with_budget_and_stderr_is_calibrated(game8, sampler, budgets):
+    m, value_fn, exact = game8
+    mse = {}
+    for n in budgets:
+        phi, se = _runs(value_fn, m, n, sampler)
+        err = phi - exact
+        mse[n] = float((err**2).mean())
+        assert mse[n] > 0  # still sampling, not enumerating
+        if n >= 80:
+            within = np.abs(err) <= 3 * se
+            assert within.mean() >= 0.9, (n, within.mean())
+            # Not trivially wide either: the mean stderr^2 is within a factor 2 of the true MSE.
+            assert 0.5 < (se**2).mean() / mse[n] < 2.0, ((se**2).mean(), mse[n])
+    if len(budgets) == 3:
+        assert mse[80] < mse[24] / 2 and mse[200] < mse[80] / 2, mse
+
+
+# --- against shap --------------------------------------------------------------------------------
+def test_matches_shap_at_full_enumeration():
+    shap = pytest.importorskip("shap")
+    m = 6
+    params, bg, X = make_problem(m, n_bg=8, n_rows=3, seed=5)
+    fn = partial(numpy_mlp, f64(params))
+    oracle = np.stack([oracle_shapley(fn, x, bg) for x in X])
+    theirs = shap.KernelExplainer(fn, bg).shap_values(X, nsamples=2**m - 2, l1_reg=False, silent=True)
+    ours = jaxshap.KernelExplainer(partial(jax_mlp, params), bg, 2**m - 2)(X)
+    scale = np.abs(oracle).max()
+    np.testing.assert_allclose(np.asarray(theirs), oracle, atol=1e-6 * scale)
+    np.testing.assert_allclose(np.asarray(ours.values), oracle, atol=2e-5 * scale)
+
+
+# --- JAX transformations --------------------------------------------------------------------------
+def test_jit_and_grad_through_a_jax_model():
+    m = 5
+    params, bg, X = make_problem(m, n_rows=2, seed=6)
+    p32 = {k: jnp.asarray(v, jnp.float32) for k, v in params.items()}
+    key = jax.random.key(0)
+
+    def loss(p, n, cls):
+        ex = cls(partial(jax_mlp, p), bg, n) if n else cls(partial(jax_mlp, p), bg)
+        return (ex(X, key=key).values ** 2).sum()
+
+    g_kernel = jax.jit(jax.grad(partial(loss, n=2**m - 2, cls=jaxshap.KernelExplainer)))(p32)
+    g_exact = jax.grad(partial(loss, n=None, cls=jaxshap.ExactExplainer))(p32)
+    for k in p32:
+        np.testing.assert_allclose(g_kernel[k], g_exact[k], rtol=1e-3, atol=1e-5)
+    # A sampling budget is differentiable too (finite gradients), and jit gives the eager result.
+    g = jax.grad(partial(loss, n=20, cls=jaxshap.KernelExplainer))(p32)
+    assert all(np.isfinite(np.asarray(v)).all() for v in g.values())
+    ex = jaxshap.KernelExplainer(partial(jax_mlp, p32), bg, 20)
+    np.testing.assert_allclose(jax.jit(lambda x: ex(x, key=key).values)(X), ex(X, key=key).values, atol=1e-6)
+
+
+# --- "auto" -------------------------------------------------------------------------------------
+def test_auto_stops_at_tolerance_and_respects_cap():
+    m = 12
+    params, bg, X = make_problem(m, n_bg=4, n_rows=2, seed=7)
+    model = partial(jax_mlp, params)
+    ex = jaxshap.KernelExplainer(model, bg, "auto", tolerance=0.01)
+    expl = ex(X)
+    v = np.asarray(expl.values)
+    ratio = np.asarray(expl.stderr).max(1) / (v.max(1) - v.min(1))
+    assert (ratio < 0.01).all()
+    capped = jaxshap.KernelExplainer(model, bg, "auto", tolerance=1e-9, max_coalitions=3 * ex.n_coalitions)
+    capped(X)
+    assert capped.last_rounds_ == 3
+    with pytest.raises(ValueError, match="auto"):
+        jax.jit(lambda x: capped(x).values)(X)
+
+
+# --- bad input ----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"n_coalitions": -5}, "at least"),
+        ({"n_coalitions": 10}, "at least 28"),
+        ({"n_coalitions": 100.0}, "integer"),
+        ({"n_coalitions": True}, "integer"),
+        ({"n_coalitions": "many"}, "auto"),
+        ({"sampler": "uniform"}, "sampler"),
+        ({"tolerance": 0.0}, "tolerance"),
+        ({"n_coalitions": "auto", "max_coalitions": 10}, "max_coalitions"),
+    ],
+)
+def test_bad_arguments(kwargs, match):
+    params, bg, _ = make_problem(10)
+    with pytest.raises(ValueError, match=match):
+        jaxshap.KernelExplainer(partial(jax_mlp, params), bg, **kwargs)
+
+
+def test_bad_budget_in_the_kernel():
+    with pytest.raises(ValueError, match="at least"):
+        kernel_plan(10, min_kernel_coalitions(10) - 1, "paired")
