@@ -2,7 +2,8 @@
 
 The notebooks are committed without outputs. They run in a fresh python3 kernel whose working
 directory is notebooks/ and whose PYTHONPATH starts with the repository root, so they import
-this checkout of jaxshap; plots go to the non-interactive Agg backend.
+this checkout of jaxshap; plots go to the inline backend, as in Jupyter (each figure is
+rendered to PNG and closed at the end of its cell, also when CI exports MPLBACKEND=Agg).
 """
 
 import os
@@ -34,7 +35,8 @@ def test_notebook_is_clean(path):
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs(path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
-    monkeypatch.setenv("MPLBACKEND", "Agg")
+    # the backend Jupyter uses: renders each figure to PNG and closes it when its cell ends
+    monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     monkeypatch.setenv("JAXSHAP_NOTEBOOK_QUICK", "1")
     nb = nbformat.read(path, as_version=4)
     client = nbclient.NotebookClient(
