@@ -37,6 +37,7 @@ def test_grad_matches_finite_differences(kind):
                 return jaxshap.ExactExplainer(model, background)
             return jaxshap.PermutationExplainer(model, background, n_permutations=6)
 
+        @jax.jit  # one compilation serves every finite-difference evaluation
         def loss(p):
             return (make_explainer(p)(X, key=jax.random.key(0)).values ** 2).sum()
 
