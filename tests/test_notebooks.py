@@ -7,6 +7,7 @@ rendered to PNG and closed at the end of its cell, also when CI exports MPLBACKE
 """
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -30,10 +31,13 @@ def test_notebook_is_clean(path):
     for cell in nb.cells:
         if cell.cell_type == "code":
             assert cell.outputs == [] and cell.execution_count is None, f"{path.name}: commit without outputs"
+            assert "execution" not in cell.metadata, f"{path.name}: commit without execution timings"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs(path, monkeypatch):
+    # the python3 kernelspec runs `python` from PATH: make that the interpreter running the tests
+    monkeypatch.setenv("PATH", os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
     # the backend Jupyter uses: renders each figure to PNG and closes it when its cell ends
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
