@@ -277,9 +277,9 @@ def precision_matrix(corr: jax.Array) -> jax.Array:
 def inverse_permuted_cholesky(precision: jax.Array, order: jax.Array) -> jax.Array:
     r"""``L^{-1}`` for ``L = permuted_cholesky(C, order)``, from one Cholesky of the precision.
 
-    :math:`C_\pi^{-1} = L^{-	op} L^{-1}` is an upper-times-lower ("reversed") Cholesky
+    :math:`C_\pi^{-1} = L^{-\top} L^{-1}` is an upper-times-lower ("reversed") Cholesky
     factorisation of the permuted precision matrix; by uniqueness of the factor,
-    :math:`L^{-1} = (J\,\mathrm{chol}(J \Lambda_\pi J)\,J)^	op` with :math:`J` the reversal and
+    :math:`L^{-1} = (J\,\mathrm{chol}(J \Lambda_\pi J)\,J)^\top` with :math:`J` the reversal and
     :math:`\Lambda = C^{-1}`. A Cholesky factorisation is several times cheaper than a
     triangular inverse on a CPU.
     """

@@ -259,86 +259,130 @@ def kernel_plan(n_features: int, n_coalitions: int, sampler: str = "paired") -> 
     )
 
 
-def _distinct_ranks(key: jax.Array, population: int, n: int) -> jax.Array:
-    """``n`` distinct integers drawn uniformly from ``[0, population)``, in random order.
+def _distinct_ranks(key: jax.Array, populations: np.ndarray, counts: np.ndarray) -> jax.Array:
+    """Distinct uniform integers for several strata at once, each in random order.
 
-    Floyd's algorithm (Bentley & Floyd, 1987, "A sample of brilliance"): step ``i`` draws ``t``
-    from ``[0, population - n + i]`` and keeps it, or keeps ``population - n + i`` when ``t`` was
-    already chosen; the result is a uniform ``n``-subset. A final shuffle makes every prefix a
-    uniform subset too. ``n`` sequential steps of ``O(n)`` work.
+    Row ``i`` of the ``[S, n]`` result (``n = max(counts)``) holds ``counts[i]`` distinct integers
+    drawn uniformly from ``[0, populations[i])``, followed by ``-1`` padding.
+
+    Floyd's algorithm (Bentley & Floyd, 1987, "A sample of brilliance"), run for all strata in one
+    loop: step ``j`` of stratum ``i`` draws ``t`` from ``[0, top]`` with ``top = populations[i] -
+    counts[i] + j`` and keeps it, or keeps ``top`` when ``t`` was already chosen; after
+    ``counts[i]`` steps the chosen set is a uniform ``counts[i]``-subset (later steps of that
+    stratum are masked out). A final shuffle (a sort by random keys, padding last) makes every
+    prefix a uniform subset too. ``n`` sequential steps of ``O(S n)`` work, one compiled loop.
     """
-    k_draw, k_perm = jax.random.split(key)
-    tops = population - n + jnp.arange(n, dtype=jnp.int32)
-    draws = jax.random.randint(k_draw, (n,), 0, tops + 1, dtype=jnp.int32)
+    n = int(counts.max())
+    steps = np.arange(n)
+    valid_np = steps[None, :] < counts[:, None]
+    # Upper bounds are inclusive; padded steps draw from [0, 0] and are discarded.
+    tops_np = np.where(valid_np, populations[:, None] - counts[:, None] + steps[None, :], 0)
+    tops = jnp.asarray(tops_np, jnp.int32)
+    valid = jnp.asarray(valid_np)
+    # One random call for everything (each call compiles its own hash): the Floyd draws, and
+    # 31-bit sort keys for the shuffle.
+    highs = np.stack([tops_np + 1, np.full(tops_np.shape, np.iinfo(np.int32).max)])
+    draws, sort_keys = jax.random.randint(key, highs.shape, 0, jnp.asarray(highs, jnp.int32), dtype=jnp.int32)
 
-    def step(i, chosen):
-        t = draws[i]
-        t = jnp.where(jnp.any(chosen == t), tops[i], t)
-        return chosen.at[i].set(t)
+    def step(j, chosen):
+        t = draws[:, j]
+        seen = jnp.any(chosen == t[:, None], axis=1)
+        t = jnp.where(seen, tops[:, j], t)
+        return chosen.at[:, j].set(jnp.where(valid[:, j], t, -1))
 
-    chosen = jax.lax.fori_loop(0, n, step, jnp.full((n,), -1, jnp.int32))
-    # Shuffle by sorting random keys (compiles much faster than jax.random.permutation).
-    order = jnp.argsort(jax.random.bits(k_perm, (n,), dtype=jnp.uint32))
-    return chosen[order]
+    chosen = jax.lax.fori_loop(0, n, step, jnp.full(tops.shape, -1, jnp.int32))
+    # Shuffle each row by sorting on (padding flag, random key): valid entries first, in uniform order.
+    pad = jnp.asarray((~valid_np).astype(np.int32))
+    _, _, shuffled = jax.lax.sort((pad, sort_keys, chosen), dimension=1, num_keys=2)
+    return shuffled
 
 
-def _unrank(ranks: jax.Array, n_items: int, k: int) -> jax.Array:
-    """``k``-subsets of ``range(n_items)`` from their colexicographic ranks, as ``[n, n_items]`` bools.
+def _unrank(ranks: jax.Array, n_items: int, ks: np.ndarray) -> jax.Array:
+    """Subsets from their colexicographic ranks, as ``[S, n, n_items]`` bools.
 
-    The combinatorial number system: ``rank = sum_i C(c_i, i)`` over the members
-    ``c_1 < ... < c_k``; members are recovered greedily from the largest position down.
+    ``ranks`` is ``[S, n]``; row ``i`` holds ranks of ``ks[i]``-subsets. The combinatorial number
+    system: ``rank = sum_i C(c_i, i)`` over the members ``c_1 < ... < c_k``; members are recovered
+    greedily from the largest position down. A rank below ``C(n', k)`` gives a subset of
+    ``range(n')``, so strata over fewer items share the scan (their top positions stay empty).
+    Negative (padding) ranks give arbitrary rows.
     """
-    table = np.zeros((n_items, k + 1), dtype=np.int64)
-    for p in range(n_items):
-        for j in range(k + 1):
-            table[p, j] = math.comb(p, j)
-    table = jnp.asarray(table.astype(np.int32))
+    k_max = int(ks.max())
+    table = np.array([[math.comb(p, j) for j in range(k_max + 1)] for p in range(n_items)], dtype=object)
+    # Entries a stratum can use are at most its population (< 2**31); larger ones only need to
+    # stay larger than every rank.
+    table = jnp.asarray(np.minimum(table, np.iinfo(np.int32).max).astype(np.int32))
+    left0 = jnp.broadcast_to(jnp.asarray(ks, jnp.int32)[:, None], ranks.shape)
 
     def step(carry, p):
         r, left = carry
         c = table[p, left]
         take = (left > 0) & (c <= r)
-        r = jnp.where(take, r - c, r)
-        left = jnp.where(take, left - 1, left)
-        return (r, left), take
+        return (jnp.where(take, r - c, r), jnp.where(take, left - 1, left)), take
 
-    init = (ranks, jnp.full(ranks.shape, k, jnp.int32))
-    _, taken = jax.lax.scan(step, init, jnp.arange(n_items - 1, -1, -1))
-    return taken[::-1].T  # [n, n_items], column p = position p
+    _, taken = jax.lax.scan(step, (ranks, left0), jnp.arange(n_items - 1, -1, -1))
+    return jnp.moveaxis(taken[::-1], 0, -1)  # [S, n, n_items], last axis = position
 
 
-def _uniform_subsets(key: jax.Array, n_items: int, k: int, n: int) -> jax.Array:
-    """``n`` independent uniform ``k``-subsets (with replacement across draws), ``[n, n_items]``."""
-    scores = jax.random.uniform(key, (n, n_items))
-    order = jnp.argsort(jnp.argsort(scores, axis=1), axis=1)
-    return order < k
+def _draw_sets(key: jax.Array, m: int, strata: tuple[Stratum, ...]) -> jax.Array:
+    """The draws of all strata, ``[S, n_max, M]`` (row ``i`` padded after ``strata[i].n_draws``).
+
+    Every stratum is sampled over ``M`` positions: a middle stratum's ``(M/2 - 1)``-subsets of
+    features ``1..M-1`` are drawn as subsets of ``range(M - 1)`` and shifted right by one, with
+    feature 0 added.
+    """
+    n = max(st.n_draws for st in strata)
+    ks = np.array([st.k for st in strata])
+    ranked = np.array([st.population <= MAX_RANKED for st in strata])
+    k_rank, k_unif = jax.random.split(key)
+    parts = []
+    if ranked.any():
+        pops = np.array([st.population for st, r in zip(strata, ranked) if r])
+        counts = np.array([st.n_draws for st, r in zip(strata, ranked) if r])
+        parts.append(_unrank(_distinct_ranks(k_rank, pops, counts), m, ks[ranked]))
+        if parts[0].shape[1] < n:
+            parts[0] = jnp.pad(parts[0], ((0, 0), (0, n - parts[0].shape[1]), (0, 0)))
+    if not ranked.all():  # astronomically many sets: draws are distinct with overwhelming probability
+        middle = np.array([st.middle for st, r in zip(strata, ranked) if not r])
+        scores = jax.random.uniform(k_unif, (len(middle), n, m))
+        # A middle stratum draws from the first M - 1 positions only (the last one never ranks
+        # among the k smallest scores); the shift below moves them to features 1..M-1.
+        scores = jnp.where(jnp.asarray(middle)[:, None, None] & (jnp.arange(m) == m - 1), 2.0, scores)
+        parts.append(jnp.argsort(jnp.argsort(scores, axis=-1), axis=-1) < jnp.asarray(ks[~ranked])[:, None, None])
+    # Reassemble in plan order.
+    order = np.argsort(np.concatenate([np.flatnonzero(ranked), np.flatnonzero(~ranked)]), kind="stable")
+    sets = jnp.concatenate(parts, axis=0)[order] if len(parts) > 1 else parts[0]
+    middle = np.array([st.middle for st in strata])
+    if middle.any():
+        shifted = jnp.concatenate([jnp.ones(sets.shape[:2] + (1,), bool), sets[..., :-1]], axis=-1)
+        sets = jnp.where(jnp.asarray(middle)[:, None, None], shifted, sets)
+    return sets
 
 
-def _draw_stratum(key: jax.Array, m: int, st: Stratum) -> tuple[jax.Array, jax.Array]:
-    """Masks ``[2 n + e, M]`` and weights of one stratum: the draws, then the complements of the
-    first ``n_pairs`` draws."""
-    if st.population <= MAX_RANKED:
-        sets = _unrank(_distinct_ranks(key, st.population, st.n_draws), st.n_items, st.k)
-        pop = st.population
-    else:  # astronomically many sets: draws are distinct with overwhelming probability
-        sets = _uniform_subsets(key, st.n_items, st.k, st.n_draws)
-        pop = st.population
-    if st.middle:
-        sets = jnp.concatenate([jnp.ones((st.n_draws, 1), bool), sets], axis=1)
-    masks = jnp.concatenate([sets, ~sets[: st.n_pairs]], axis=0)
-    k = kernel_weight(m, st.size)  # k(M, s) == k(M, M - s)
-    # Inclusion probabilities: draws n_draws / pop, complements n_pairs / pop.
-    w = np.concatenate([np.full(st.n_draws, k * pop / st.n_draws), np.full(st.n_pairs, k * pop / st.n_pairs)])
-    return masks, w
+def _layout(plan: KernelPlan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Static gather of the sampled coalitions: for each output row, its flat draw index in
+    ``[S * n_max]``, whether it is the complement of that draw, and its weight."""
+    m = plan.n_features
+    n = max(st.n_draws for st in plan.strata)
+    index, flip, weight = [], [], []
+    for i, st in enumerate(plan.strata):
+        draws = i * n + np.arange(st.n_draws)
+        index += [draws, draws[: st.n_pairs]]
+        flip += [np.zeros(st.n_draws, bool), np.ones(st.n_pairs, bool)]
+        k = kernel_weight(m, st.size)  # k(M, s) == k(M, M - s)
+        # Inclusion probabilities: draws n_draws / pop, complements n_pairs / pop.
+        weight += [np.full(st.n_draws, k * st.population / st.n_draws), np.full(st.n_pairs, k * st.population / st.n_pairs)]
+    return np.concatenate(index), np.concatenate(flip), np.concatenate(weight)
 
 
 def sample_coalitions(key: jax.Array, plan: KernelPlan, dtype=None) -> tuple[jax.Array, jax.Array]:
     """Draw the coalitions of ``plan``: boolean masks ``[C, M]`` and regression weights ``[C]``.
 
     The enumerated coalitions come first with their kernel weights ``k(M, |S|)``; the sampled
-    ones follow stratum by stratum with Horvitz-Thompson weights ``k(M, |S|) / pi(S)``, so that
-    ``sum_c w_c g(S_c)`` is an unbiased estimate of ``sum_S k(M, |S|) g(S)`` over all
-    ``2**M - 2`` coalitions for any ``g``.
+    ones follow stratum by stratum (the draws, then the complements of the first ``n_pairs``
+    draws) with Horvitz-Thompson weights ``k(M, |S|) / pi(S)``, so that ``sum_c w_c g(S_c)`` is
+    an unbiased estimate of ``sum_S k(M, |S|) g(S)`` over all ``2**M - 2`` coalitions for any
+    ``g``. All strata are drawn together in one batched computation (one Floyd loop, one
+    unranking scan), which keeps compilation fast.
 
     Args:
       key: PRNG key.
@@ -346,11 +390,11 @@ def sample_coalitions(key: jax.Array, plan: KernelPlan, dtype=None) -> tuple[jax
       dtype: floating dtype of the weights; by default float64 under ``jax_enable_x64``, else float32.
     """
     dtype = jax.dtypes.canonicalize_dtype(jnp.float64) if dtype is None else dtype
-    masks = [jnp.asarray(plan.enum_masks)]
-    weights = [plan.enum_weights]
-    keys = jax.random.split(key, max(len(plan.strata), 1))
-    for k, st in zip(keys, plan.strata):
-        mk, w = _draw_stratum(k, plan.n_features, st)
-        masks.append(mk)
-        weights.append(w)
-    return jnp.concatenate(masks, axis=0), jnp.asarray(np.concatenate(weights), dtype=dtype)
+    enum = jnp.asarray(plan.enum_masks)
+    if not plan.strata:
+        return enum, jnp.asarray(plan.enum_weights, dtype=dtype)
+    sets = _draw_sets(key, plan.n_features, plan.strata)
+    index, flip, weight = _layout(plan)
+    sampled = sets.reshape(-1, plan.n_features)[index] ^ jnp.asarray(flip)[:, None]
+    masks = jnp.concatenate([enum, sampled], axis=0)
+    return masks, jnp.asarray(np.concatenate([plan.enum_weights, weight]), dtype=dtype)

@@ -107,6 +107,68 @@ def test_sampling_is_keyed_and_jittable():
     assert np.array_equal(a, b) and not np.array_equal(b, c)
 
 
+def _chi_square(codes, cells):
+    """Pearson's statistic of integer ``codes`` against the uniform law on ``cells``, and its dof."""
+    counts = np.array([np.sum(codes == c) for c in cells])
+    assert counts.sum() == codes.size  # nothing outside the support
+    expected = codes.size / len(cells)
+    return ((counts - expected) ** 2 / expected).sum(), len(cells) - 1
+
+
+def _bound(dof):
+    return dof + 5 * np.sqrt(2 * dof)  # about 5 standard deviations above the mean
+
+
+@pytest.mark.parametrize("max_ranked", [None, 12])
+def test_strata_are_uniform_without_replacement(monkeypatch, max_ranked):
+    """Every stratum draws uniformly: all k-subsets equally often, in uniform order, and (middle
+    stratum, 2 draws of 10) every ordered pair of distinct subsets equally often."""
+    import jaxshap._kernel_sampling as ks
+
+    if max_ranked is not None:  # the size-2 stratum (15 sets) falls back to independent draws
+        monkeypatch.setattr(ks, "MAX_RANKED", max_ranked)
+    m, n_keys = 6, 20000
+    plan = kernel_plan(m, 25, "paired")
+    (s2, mid) = plan.strata
+    assert (s2.size, s2.n_draws, s2.n_pairs, mid.size, mid.n_draws, mid.n_pairs) == (2, 5, 4, 3, 2, 2)
+    keys = jax.random.split(jax.random.key(5), n_keys)
+    masks = np.asarray(jax.jit(jax.vmap(lambda k: sample_kernel_coalitions(k, plan)[0]))(keys))
+    codes = masks.astype(np.int64) @ (1 << np.arange(m))  # [keys, C] subsets as bit patterns
+    e = len(plan.enum_masks)
+    draws2, comps2 = codes[:, e : e + 5], codes[:, e + 5 : e + 9]
+    draws3, comps3 = codes[:, e + 9 : e + 11], codes[:, e + 11 : e + 13]
+    full = (1 << m) - 1
+    np.testing.assert_array_equal(comps2, full - draws2[:, :4])
+    np.testing.assert_array_equal(comps3, full - draws3)
+
+    size2 = [sum(1 << i for i in c) for c in itertools.combinations(range(m), 2)]
+    for codes_ in (draws2.ravel(), draws2[:, 0], draws2[:, 4]):  # all draws, the first, the extra
+        stat, dof = _chi_square(codes_, size2)
+        assert stat < _bound(dof), (stat, dof)
+    if max_ranked is None:
+        assert all(len(set(r)) == 5 for r in draws2)  # without replacement
+
+    # Middle layer: one representative per complementary pair, the one holding feature 0.
+    mid_sets = [1 + sum(1 << i for i in c) for c in itertools.combinations(range(1, m), 2)]
+    pairs = [a * 64 + b for a in mid_sets for b in mid_sets if a != b]
+    stat, dof = _chi_square(draws3[:, 0] * 64 + draws3[:, 1], pairs)
+    assert stat < _bound(dof), (stat, dof)
+
+
+def test_large_strata_fall_back_to_independent_uniform_draws():
+    m = 36  # the middle layers hold more than MAX_RANKED sets
+    plan = kernel_plan(m, 200, "leverage")
+    assert any(st.population > 2**30 for st in plan.strata) and any(st.population <= 2**30 for st in plan.strata)
+    masks, weights = jax.jit(lambda k: sample_kernel_coalitions(k, plan))(jax.random.key(2))
+    masks, weights = np.asarray(masks), np.asarray(weights, np.float64)
+    assert masks.shape == (200, m) and len({tuple(r) for r in masks}) == 200
+    sizes = masks.sum(1)
+    for s in range(1, m):
+        np.testing.assert_allclose(weights[sizes == s].sum(), kernel_weight(m, s) * math.comb(m, s), rtol=1e-5)
+    middle = masks[sizes == m // 2]  # the draws hold feature 0, their complements do not
+    assert len(middle) > 0 and 2 * middle[:, 0].sum() == len(middle)
+
+
 # --- exactness and efficiency ---------------------------------------------------------------------
 @pytest.mark.parametrize("sampler", ["paired", "leverage"])
 def test_full_budget_is_exact(sampler):
