@@ -4,6 +4,8 @@ Without scenario names every scenario runs. ``--quick`` shrinks every size so th
 finishes in about two minutes on a 2-core CPU (CI runs it to check that each scenario works and
 produces sane numbers; its timings are not meant to be quoted). Each scenario prints a markdown
 table and writes the same figures as JSON to ``DIR/<scenario>.json`` (default ``bench/results``).
+Scenarios may return sanity checks (efficiency, agreement with the reference); the command exits
+with status 1 when one fails.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown scenario(s) {unknown}; choose from {available()}")
     env = environment()
     print(f"environment: {env}")
+    failed = []
     for name in names:
         module = importlib.import_module(f"bench.scenarios.{name}")
         t0 = time.perf_counter()
@@ -44,7 +47,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"### {table_name}\n\n{markdown_table(rows)}\n")
         for note in result.get("notes", []):
             print(f"- {note}")
+        for check, ok in result.get("checks", {}).items():
+            print(f"- check {'passed' if ok else 'FAILED'}: {check}")
+            if not ok:
+                failed.append(f"{name}: {check}")
         save_json(f"{args.out}/{name}.json", {"scenario": name, "quick": args.quick, "environment": env, **result})
+    if failed:
+        print("\nsanity checks failed:\n" + "\n".join(failed), file=sys.stderr)
+        return 1
     return 0
 
 

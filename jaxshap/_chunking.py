@@ -86,3 +86,26 @@ def balanced(n: int, largest: int) -> int:
     largest = max(1, min(n, largest))
     n_chunks = -(-n // largest)
     return -(-n // n_chunks)
+
+
+BLOCK_EVALS = 2**22
+"""Least model evaluations per host-level block (a few tens of ms of CPU work), so the Python
+loop that runs blocks (for a progress bar or a stream) costs little next to the blocks."""
+
+TARGET_BLOCKS = 100
+"""Blocks a long run is cut into when they are larger than :data:`BLOCK_EVALS` (progress steps)."""
+
+
+def plan_blocks(n_rows: int, rows_per_chunk: int, evals_per_row: int) -> int:
+    """Rows per host-level block: whole chunks, about ``n_rows / 100`` rows but at least
+    :data:`BLOCK_EVALS` model evaluations, and at most ``n_rows``.
+
+    Blocks are what a progress bar counts and what a stream yields; each is one call of the same
+    compiled program (chunked inside under the memory budget), so the block size changes how
+    often the host steps in, never the memory a chunk uses.
+    """
+    rows_per_chunk = max(1, rows_per_chunk)
+    least = -(-BLOCK_EVALS // max(evals_per_row, 1))
+    rows = max(least, -(-n_rows // TARGET_BLOCKS))
+    rows = -(-rows // rows_per_chunk) * rows_per_chunk
+    return max(1, min(rows, n_rows))

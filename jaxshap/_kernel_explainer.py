@@ -10,8 +10,7 @@ import numpy as np
 
 from ._chunking import DEFAULT_MEMORY_BUDGET
 from ._explainer import Explainer
-from ._explanation import Explanation
-from ._inputs import as_key, is_traced
+from ._inputs import is_traced
 from ._kernel import kernel_shapley
 from ._kernel_sampling import SAMPLERS, min_coalitions
 from ._kernel_sampling import max_coalitions as all_coalitions
@@ -122,31 +121,32 @@ class KernelExplainer(Explainer):
         phi, stderr, v0, _ = kernel_shapley(key, value_fn, self.n_features, self.n_coalitions, sampler=self.sampler)
         return phi, v0, stderr
 
-    def __call__(self, X: Any, key: Any = None) -> Explanation:
-        """Explain the rows of ``X`` (see :meth:`jaxshap.ExactExplainer.__call__`).
+    def _run(self, X, key, offset, devices, bar, blocked):
+        """Explain validated rows (see :meth:`jaxshap.Explainer._run`), in rounds when ``"auto"``.
 
         With ``n_coalitions="auto"`` the rows are explained in rounds of independent coalitions
         (round ``r`` uses ``fold_in(key, r)``) until every row meets the tolerance or the cap.
+        Overriding ``_run`` (not ``__call__``) gives the rounds to ``explain_batches`` too.
         """
         if not self.auto or self.n_coalitions >= all_coalitions(self.n_features):
-            return super().__call__(X, key)
+            return super()._run(X, key, offset, devices, bar, blocked)
         if is_traced(X) or is_traced(key):
             raise ValueError(
                 "n_coalitions='auto' decides the number of rounds from the results, which needs concrete "
                 "inputs; inside jax.jit or jax.grad pass an integer n_coalitions instead."
             )
-        key = as_key(key)
         rounds = []
         max_rounds = max(1, self.max_coalitions // self.n_coalitions)
         while True:
-            rounds.append(super().__call__(X, jax.random.fold_in(key, len(rounds))))
+            rounds.append(super()._run(X, jax.random.fold_in(key, len(rounds)), offset, devices, None, blocked))
             r = len(rounds)
-            phi = sum(e.values for e in rounds) / r
-            stderr = jnp.sqrt(sum(e.stderr**2 for e in rounds)) / r
+            phi = sum(out[0] for out in rounds) / r  # [n, M, K]
+            stderr = jnp.sqrt(sum(out[2] ** 2 for out in rounds)) / r
             spread = phi.max(axis=1) - phi.min(axis=1)
             ratio = stderr.max(axis=1) / jnp.maximum(spread, jnp.finfo(phi.dtype).tiny)
             if r >= max_rounds or bool(jnp.all(ratio < self.tolerance)):
                 break
-        first = rounds[0]
+        if bar is not None:
+            bar.update(X.shape[0])
         self.last_rounds_ = r
-        return Explanation(phi, first.base_values, first.data, stderr, first.feature_names, first.output_names)
+        return phi, rounds[0][1], stderr

@@ -27,7 +27,8 @@ class PermutationExplainer(Explainer):
         and its reverse are two walks); each walk costs ``M + 1`` coalitions, each ``B`` model
         evaluations with the ``Independent`` masker.
       feature_names: optional feature names.
-      memory_budget: bytes one chunk of evaluations may use.
+      memory_budget: bytes of working memory one chunk of model evaluations may use (default
+        512 MiB); memory grows with the chunk, not with the rows (see :class:`Explainer`).
 
     Raises:
       ValueError: for an ``n_permutations`` that is not an even integer of at least 4.

@@ -43,4 +43,9 @@ def run(quick: bool = False) -> dict:
         "max |jaxshap - shap|": float(np.abs(np.asarray(ours.values) - theirs.values).max()),
         "efficiency err": float(np.abs(np.asarray(ours.values).sum(1) + np.asarray(ours.base_values) - model_fx).max()),
     }
-    return {"title": TITLE, "tables": {"timing": [row]}}
+    scale = float(np.abs(model_fx).max())
+    checks = {
+        "efficiency error below 1e-5 of max |f(x)|": row["efficiency err"] < 1e-5 * scale,
+        "equal to shap.ExactExplainer within 1e-4 of max |f(x)|": row["max |jaxshap - shap|"] < 1e-4 * scale,
+    }
+    return {"title": TITLE, "tables": {"timing": [row]}, "checks": checks}

@@ -53,4 +53,10 @@ def run(quick: bool = False) -> dict:
         "shap RMSE": rmse(theirs.values),
         "mean jaxshap stderr": float(np.asarray(ours.stderr)[:n_exact].mean()),
     }
-    return {"title": TITLE, "tables": {"timing": [timing], "accuracy against exact": [accuracy]}}
+    model_fx = numpy_model(X)
+    efficiency = float(np.abs(np.asarray(ours.values).sum(1) + np.asarray(ours.base_values) - model_fx).max())
+    checks = {
+        "efficiency error below 1e-5 of max |f(x)|": efficiency < 1e-5 * float(np.abs(model_fx).max()),
+        "RMSE against exact at most 2x shap's at the same budget": accuracy["jaxshap RMSE"] <= 2 * accuracy["shap RMSE"],
+    }
+    return {"title": TITLE, "tables": {"timing": [timing], "accuracy against exact": [accuracy]}, "checks": checks}
