@@ -98,7 +98,9 @@ class Explanation:
         """Convert to a ``shap.Explanation`` of NumPy arrays, ready for ``shap.plots``.
 
         Multi-output results keep the output axis last (``[n, M, K]``); slice one output with
-        ``expl.to_shap()[:, :, k]`` before plotting, as with shap's own results.
+        ``expl.to_shap()[:, :, k]`` before plotting, as with shap's own results. One row
+        (``expl[i].to_shap()``) converts too, ready for ``shap.plots.waterfall``; ``stderr``
+        becomes shap's ``error_std``.
 
         Raises:
           ImportError: when shap is not installed (``pip install 'jaxshap[plots]'``).
@@ -112,9 +114,14 @@ class Explanation:
         kwargs = {}
         if self._output_names is not None:
             kwargs["output_names"] = list(self._output_names)
+        if self.stderr is not None:
+            kwargs["error_std"] = np.asarray(self.stderr)
+        base = np.asarray(self.base_values)
+        if base.ndim == 0:  # one row of a single-output result: a scalar, as shap's own expl[i]
+            base = base[()]
         return shap.Explanation(
             values=np.asarray(self.values),
-            base_values=np.asarray(self.base_values),
+            base_values=base,
             data=np.asarray(self.data),
             feature_names=list(self._feature_names),
             **kwargs,
