@@ -67,6 +67,26 @@ def model_floor(
     return best
 
 
+def speed_columns(warm: float, first: float, reference_s: float, floor: float, reference: str = "shap") -> dict:
+    """The timing columns every side-by-side scenario reports, in one order.
+
+    Args:
+      warm: jaxshap's best warm time (compiled), seconds.
+      first: jaxshap's first call, compilation included, seconds.
+      reference_s: the reference implementation's time on the same work, seconds.
+      floor: the bare model on the same number of evaluations (:func:`model_floor`), seconds.
+      reference: the reference's name, used in the column titles.
+    """
+    return {
+        "jaxshap s (warm)": warm,
+        "jaxshap compile+first s": first,
+        f"{reference} s": reference_s,
+        f"{reference} / jaxshap": reference_s / warm,
+        "floor s": floor,
+        "jaxshap / floor": warm / floor,
+    }
+
+
 def mlp_params(key: jax.Array, n_features: int, hidden: int = 64, n_outputs: int | None = None) -> dict:
     """Random two-layer tanh MLP parameters (the benchmarks' standard non-linear model)."""
     k1, k2 = jax.random.split(key)

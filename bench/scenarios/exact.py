@@ -6,7 +6,7 @@ import numpy as np
 
 import jaxshap
 
-from ..harness import model_floor, time_host, timed
+from ..harness import model_floor, speed_columns, time_host, timed
 from ._common import mlp_problem
 
 TITLE = "ExactExplainer vs shap.ExactExplainer, M=10, MLP(64), 100 background rows"
@@ -34,12 +34,7 @@ def run(quick: bool = False) -> dict:
     row = {
         "rows": n_rows,
         "model evals": evals,
-        "jaxshap s (warm)": warm,
-        "jaxshap compile+first s": first,
-        "shap s": shap_s,
-        "shap / jaxshap": shap_s / warm,
-        "floor s": floor,
-        "jaxshap / floor": warm / floor,
+        **speed_columns(warm, first, shap_s, floor),
         "max |jaxshap - shap|": float(np.abs(np.asarray(ours.values) - theirs.values).max()),
         "efficiency err": float(np.abs(np.asarray(ours.values).sum(1) + np.asarray(ours.base_values) - model_fx).max()),
     }

@@ -6,7 +6,7 @@ import numpy as np
 
 import jaxshap
 
-from ..harness import model_floor, time_host, timed
+from ..harness import model_floor, speed_columns, time_host, timed
 from ._common import mlp_problem
 
 TITLE = "KernelExplainer vs shap.KernelExplainer(l1_reg=False), M=20, MLP(64), 100 background rows, 2048 coalitions"
@@ -37,12 +37,7 @@ def run(quick: bool = False) -> dict:
         "rows": n_rows,
         "coalitions/row": budget,
         "model evals": evals,
-        "jaxshap s (warm)": warm,
-        "jaxshap compile+first s": first,
-        "shap s": shap_s,
-        "shap / jaxshap": shap_s / warm,
-        "floor s": floor,
-        "jaxshap / floor": warm / floor,
+        **speed_columns(warm, first, shap_s, floor),
         "rms |jaxshap - shap|": float(np.sqrt(((values[: len(shap_rows)] - theirs) ** 2).mean())),
         "rms jaxshap stderr": float(np.sqrt((np.asarray(ours.stderr) ** 2).mean())),
         "efficiency err": float(np.abs(values.sum(1) + np.asarray(ours.base_values) - fx).max()),

@@ -6,7 +6,7 @@ import numpy as np
 
 import jaxshap
 
-from ..harness import model_floor, time_host, timed
+from ..harness import model_floor, speed_columns, time_host, timed
 from ._common import mlp_problem
 
 TITLE = "PermutationExplainer vs shap.PermutationExplainer, MLP(64), 100 background rows, equal budgets"
@@ -37,12 +37,7 @@ def run(quick: bool = False) -> dict:
         "rows": n_rows,
         "walks/row": walks,
         "model evals": evals,
-        "jaxshap s (warm)": warm,
-        "jaxshap compile+first s": first,
-        "shap s": shap_s,
-        "shap / jaxshap": shap_s / warm,
-        "floor s": floor,
-        "jaxshap / floor": warm / floor,
+        **speed_columns(warm, first, shap_s, floor),
     }
 
     exact = np.asarray(jaxshap.ExactExplainer(model, background)(X[:n_exact]).values)
