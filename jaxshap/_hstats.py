@@ -181,7 +181,7 @@ class HStatistics:
         k = "" if self.output_names is None else f", outputs: {len(self.output_names)}"
         return (
             f"HStatistics(features: {len(self.feature_names)}, pairs: {len(self.pairs)}, "
-            f"triples: {len(self.triples)}{k}, total: {np.round(np.asarray(self.total), 4)})"
+            f"triples: {len(self.triples)}{k}, total: {np.array2string(np.asarray(self.total), precision=4)})"
         )
 
 
