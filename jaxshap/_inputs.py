@@ -111,3 +111,22 @@ def as_key(key: Any) -> jax.Array:
     if isinstance(key, (int, np.integer)):
         return jax.random.key(int(key))
     return key
+
+
+def check_walks(n_permutations: Any, minimum: int) -> int:
+    """Validate ``n_permutations``, a number of antithetic walks: an even integer of at least ``minimum``.
+
+    Raises:
+      ValueError: naming ``n_permutations`` and the rule.
+    """
+    if (
+        isinstance(n_permutations, bool)
+        or not isinstance(n_permutations, (int, np.integer))
+        or n_permutations < minimum
+        or n_permutations % 2
+    ):
+        raise ValueError(
+            f"`n_permutations` must be an even integer of at least {minimum} (each antithetic pair is a "
+            f"permutation and its reverse); got {n_permutations!r}."
+        )
+    return int(n_permutations)

@@ -10,7 +10,16 @@ import numpy as np
 
 from ._explanation import Explanation
 from ._gaussian import prepare, sample_moments
-from ._inputs import as_key, as_matrix, check_finite, check_n_features, column_names, is_traced, resolve_feature_names
+from ._inputs import (
+    as_key,
+    as_matrix,
+    check_finite,
+    check_n_features,
+    check_walks,
+    column_names,
+    is_traced,
+    resolve_feature_names,
+)
 from ._linear import exact_transform, sampled_transform, to_data_units
 
 MAX_AUTO_EXACT_FEATURES = 16
@@ -125,16 +134,7 @@ class LinearExplainer:
             raise ValueError(f"`feature_perturbation` must be one of {PERTURBATIONS}; got {feature_perturbation!r}.")
         if method not in ("auto", "exact", "sampled"):
             raise ValueError(f"`method` must be 'auto', 'exact' or 'sampled'; got {method!r}.")
-        if (
-            isinstance(n_permutations, bool)
-            or not isinstance(n_permutations, (int, np.integer))
-            or n_permutations < 2
-            or n_permutations % 2
-        ):
-            raise ValueError(
-                "`n_permutations` must be an even integer of at least 2 (each antithetic pair is a "
-                f"permutation and its reverse); got {n_permutations!r}."
-            )
+        check_walks(n_permutations, 2)
         self.feature_perturbation = feature_perturbation
         coef, intercept, self._single = parse_linear_model(model)
         correlated = feature_perturbation == "correlation_dependent"

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-import numpy as np
-
 from ._chunking import DEFAULT_MEMORY_BUDGET
 from ._explainer import Explainer
+from ._inputs import check_walks
 from ._permutation import permutation_shapley
 
 
@@ -43,17 +42,7 @@ class PermutationExplainer(Explainer):
         feature_names: Sequence[str] | None = None,
         memory_budget: int = DEFAULT_MEMORY_BUDGET,
     ):
-        if (
-            isinstance(n_permutations, bool)
-            or not isinstance(n_permutations, (int, np.integer))
-            or n_permutations < 4
-            or n_permutations % 2
-        ):
-            raise ValueError(
-                "`n_permutations` must be an even integer of at least 4 (each antithetic pair is a "
-                f"permutation and its reverse); got {n_permutations!r}."
-            )
-        self.n_permutations = int(n_permutations)
+        self.n_permutations = check_walks(n_permutations, 4)
         super().__init__(model, background, feature_names=feature_names, memory_budget=memory_budget)
 
     def _coalitions_per_row(self) -> int:

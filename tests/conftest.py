@@ -1,7 +1,6 @@
 import os
 import sys
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest

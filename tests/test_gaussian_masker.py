@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import jaxshap
-from jaxshap.maskers import Gaussian, Independent
+from jaxshap.maskers import Gaussian
 
 
 def np_conditional(mean, cov, x, subset):

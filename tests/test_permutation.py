@@ -1,7 +1,6 @@
 """PermutationExplainer: unbiasedness, standard errors, reproducibility, and shap in distribution."""
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import make_mlp
