@@ -132,6 +132,20 @@ def test_permutation_explainer_accepts_gaussian_masker():
     )
 
 
+
+def test_kernel_explainer_accepts_gaussian_masker():
+    # With a budget covering every coalition, KernelSHAP over the same coalition values is exact.
+    mean, cov, rng = problem(5, 6)
+    coef = rng.normal(size=5)
+    x = rng.multivariate_normal(mean, cov, size=3).astype(np.float32)
+    model = lambda X: jnp.tanh(X @ jnp.asarray(coef, jnp.float32)) + X[:, 0] * X[:, 1]
+    masker = Gaussian(mean, cov, n_samples=256)
+    kernel = jaxshap.KernelExplainer(model, masker, n_coalitions=2**5 - 2)(x)
+    exact = jaxshap.ExactExplainer(model, masker)(x)
+    scale = float(np.abs(np.asarray(exact.values)).max())
+    np.testing.assert_allclose(np.asarray(kernel.values), np.asarray(exact.values), atol=1e-5 * scale)
+    np.testing.assert_allclose(np.asarray(kernel.base_values), np.asarray(exact.base_values), rtol=1e-6, atol=1e-6)
+
 def test_common_random_numbers_keyed_and_pytree():
     mean, cov, rng = problem(3, 6)
     a, b = Gaussian(mean, cov, n_samples=64, key=7), Gaussian(mean, cov, n_samples=64, key=7)
