@@ -114,20 +114,16 @@ def check_covariance(cov: Any, n_features: int, name: str = "cov") -> None:
         )
 
 
-def standardize(mean: jax.Array, cov: jax.Array, rcond: float) -> StandardGaussian:
-    r"""Split :math:`\Sigma = D C D` and regularise ``C`` (traceable; no checks, no warnings).
+def correlation(mean: jax.Array, cov: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    r"""Split :math:`\Sigma = D C D` into scales and a correlation matrix (traceable).
 
     Constant features (standard deviation at most ``10 eps`` times the largest standard
     deviation or their own mean's magnitude) get ``d = 0`` and are made independent of the
-    rest. Then, when the eigenvalues of ``C`` satisfy
-    :math:`\lambda_{\min} < \mathrm{rcond}\,\lambda_{\max}`,
-    :math:`C \leftarrow (C + \delta I)/(1 + \delta)` with
-    :math:`\delta = \mathrm{rcond}\,\lambda_{\max} - \lambda_{\min}`.
+    rest (unit diagonal, no correlations).
 
-    Args:
-      mean: ``[M]``.
-      cov: ``[M, M]`` symmetric PSD covariance.
-      rcond: relative eigenvalue floor of the correlation matrix.
+    Returns:
+      ``(scale, safe_scale, corr)``: ``d`` with zeros for constant features, ``d`` with those
+      zeros replaced by one, and ``C``.
     """
     cov = 0.5 * (cov + cov.T)
     var = jnp.clip(jnp.diagonal(cov), 0.0, None)
@@ -141,10 +137,37 @@ def standardize(mean: jax.Array, cov: jax.Array, rcond: float) -> StandardGaussi
     eye = jnp.eye(cov.shape[0], dtype=cov.dtype)
     corr = jnp.where(keep[:, None] & keep[None, :], corr, 0.0)
     corr = jnp.where(eye > 0, jnp.where(keep, jnp.diagonal(corr), 1.0)[:, None], corr)
+    return scale, safe, corr
+
+
+def standardize(mean: jax.Array, cov: jax.Array, rcond: float) -> StandardGaussian:
+    r"""Split :math:`\Sigma = D C D` and regularise ``C`` (traceable; no checks, no warnings).
+
+    The split is :func:`correlation`; then, when the eigenvalues of ``C`` satisfy
+    :math:`\lambda_{\min} < \mathrm{rcond}\,\lambda_{\max}`,
+    :math:`C \leftarrow (C + \delta I)/(1 + \delta)` with
+    :math:`\delta = \mathrm{rcond}\,\lambda_{\max} - \lambda_{\min}` (:func:`shrink`).
+
+    Args:
+      mean: ``[M]``.
+      cov: ``[M, M]`` symmetric PSD covariance.
+      rcond: relative eigenvalue floor of the correlation matrix.
+    """
+    scale, safe, corr = correlation(mean, cov)
     eig = jnp.linalg.eigvalsh(corr)
-    delta = jnp.maximum(rcond * eig[-1] - eig[0], 0.0)
-    corr = (corr + delta * eye) / (1.0 + delta)
+    corr, delta = shrink(corr, rcond, eig[0], eig[-1])
     return StandardGaussian(mean, scale, safe, corr, delta)
+
+
+def shrink(corr: jax.Array, rcond: float, smallest: Any, largest: Any) -> tuple[jax.Array, jax.Array]:
+    r"""``(C + \delta I) / (1 + \delta)`` with ``\delta = max(rcond * largest - smallest, 0)``.
+
+    ``smallest`` and ``largest`` are the extreme eigenvalues of ``C``; returns the shrunk matrix
+    and ``\delta``.
+    """
+    delta = jnp.maximum(rcond * jnp.asarray(largest, corr.dtype) - jnp.asarray(smallest, corr.dtype), 0.0)
+    eye = jnp.eye(corr.shape[0], dtype=corr.dtype)
+    return (corr + delta * eye) / (1.0 + delta), delta
 
 
 def prepare(mean: Any, cov: Any, *, rcond: float | None, name: str = "cov", dtype: Any = None) -> StandardGaussian:
@@ -170,7 +193,16 @@ def prepare(mean: Any, cov: Any, *, rcond: float | None, name: str = "cov", dtyp
     rcond = default_rcond(dtype) if rcond is None else float(rcond)
     if not 0.0 <= rcond < 1.0:
         raise ValueError(f"`rcond` must lie in [0, 1); got {rcond!r}.")
-    g = _standardize(jnp.asarray(mean, dtype), jnp.asarray(cov, dtype), rcond)
+    mean, cov = jnp.asarray(mean, dtype), jnp.asarray(cov, dtype)
+    if is_traced(mean) or is_traced(cov):
+        g = _standardize(mean, cov, rcond)
+    else:
+        # Concrete inputs: the eigenvalues on the host in float64 (LAPACK), far faster than
+        # XLA's eigensolver on a CPU (2 ms against 70 ms at M=100) and more accurate.
+        scale, safe, corr = _correlation(mean, cov)
+        eig = np.linalg.eigvalsh(np.asarray(corr, np.float64))
+        corr, delta = _shrink(corr, rcond, eig[0], eig[-1])
+        g = StandardGaussian(mean, scale, safe, corr, delta)
     if not is_traced(g.shrinkage):
         delta = float(g.shrinkage)
         if delta > 0:
@@ -186,6 +218,8 @@ def prepare(mean: Any, cov: Any, *, rcond: float | None, name: str = "cov", dtyp
 
 
 _standardize = jax.jit(standardize, static_argnums=2)
+_shrink = jax.jit(shrink, static_argnums=1)
+_correlation = jax.jit(correlation)
 
 
 def sample_moments(data: jax.Array) -> tuple[jax.Array, jax.Array]:
