@@ -87,7 +87,6 @@ class Explainer:
         self._check_n_features(self.n_features)
         self.model = wrap_model(model, self.n_features, self.masker.dtype, self.masker.probe_rows)
         self._names = feature_names
-        self._explain = jax.jit(self._explain_rows, static_argnums=(3, 4))
         self._block = jax.jit(self._explain_block, static_argnums=(5, 6, 7, 8))
 
     # --- what subclasses define ------------------------------------------------------------
@@ -113,11 +112,6 @@ class Explainer:
             return self._estimate(k, value_fn)
 
         return map_chunks(lambda args: jax.vmap(one_row)(*args), (keys, X), rows_per_chunk)
-
-    def _explain_rows(self, masker, X, key, rows_per_chunk, coalitions_per_chunk):
-        """All rows of ``X`` on one device; row ``i`` uses ``fold_in(key, i)``."""
-        keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(X.shape[0]))
-        return self._explain_local(masker, X, keys, rows_per_chunk, coalitions_per_chunk)
 
     def _explain_block(self, masker, X, key, offset, start, block_rows, rows_per_chunk, coalitions_per_chunk, mesh):
         """One block of rows: ``X[start : start + block_rows]`` (per device shard, on a mesh).
