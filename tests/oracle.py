@@ -9,8 +9,18 @@ import numpy as np
 
 
 def shapley_from_game(value, n_features: int) -> np.ndarray:
-    """Shapley values of ``value(frozenset) -> array`` by the subset formula, in float64."""
+    """Shapley values of ``value(frozenset) -> array`` by the subset formula, in float64.
+
+    Each coalition's value is computed once and cached.
+    """
     m = n_features
+    cache: dict = {}
+
+    def v(s):
+        if s not in cache:
+            cache[s] = np.asarray(value(s), np.float64)
+        return cache[s]
+
     players = range(m)
     out = None
     for j in players:
@@ -20,7 +30,7 @@ def shapley_from_game(value, n_features: int) -> np.ndarray:
             weight = factorial(size) * factorial(m - size - 1) / factorial(m)
             for subset in itertools.combinations(others, size):
                 s = frozenset(subset)
-                total = total + weight * (np.asarray(value(s | {j}), np.float64) - np.asarray(value(s), np.float64))
+                total = total + weight * (v(s | {j}) - v(s))
         out = [total] if out is None else out + [total]
     return np.stack(out)
 

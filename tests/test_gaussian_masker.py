@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
-import math
 
 import jax
 import jax.numpy as jnp
@@ -12,6 +10,7 @@ import pytest
 
 import jaxshap
 from jaxshap.maskers import Gaussian
+from oracle import shapley_from_game
 
 
 def np_conditional(mean, cov, x, subset):
@@ -39,14 +38,8 @@ def oracle_quadratic(a, c, mean, cov, x):
         mu, k = np_conditional(mean, cov, x, s)
         return mu @ a @ mu + np.trace(a @ k) + c @ mu
 
-    phi = np.zeros(m)
-    for j in range(m):
-        others = [i for i in range(m) if i != j]
-        for size in range(m):
-            w = math.factorial(size) * math.factorial(m - size - 1) / math.factorial(m)
-            for s in itertools.combinations(others, size):
-                phi[j] += w * (v(set(s) | {j}) - v(set(s)))
-    return phi, v(set())
+    phi = shapley_from_game(v, m)
+    return phi, v(frozenset())
 
 
 def problem(m, seed):

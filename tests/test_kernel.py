@@ -14,6 +14,7 @@ import pytest
 import jaxshap
 from jaxshap.coalitions import kernel_plan, kernel_weight, min_kernel_coalitions, sample_kernel_coalitions
 from jaxshap.estimators import kernel_shapley
+from oracle import shapley_from_game
 
 
 # --- an independent oracle, written from the definitions -----------------------------------------
@@ -47,25 +48,7 @@ def oracle_value(f, x, bg, subset):
 
 def oracle_shapley(f, x, bg):
     """phi_j = sum_{S without j} |S|! (M-|S|-1)! / M! [v(S + j) - v(S)], in float64."""
-    m = x.shape[0]
-    cache = {}
-
-    def v(s):
-        key = tuple(sorted(s))
-        if key not in cache:
-            cache[key] = oracle_value(f, x, bg, key)
-        return cache[key]
-
-    phi = []
-    for j in range(m):
-        others = [i for i in range(m) if i != j]
-        total = 0.0
-        for size in range(m):
-            weight = math.factorial(size) * math.factorial(m - size - 1) / math.factorial(m)
-            for s in itertools.combinations(others, size):
-                total = total + weight * (v(s + (j,)) - v(s))
-        phi.append(total)
-    return np.array(phi)
+    return shapley_from_game(lambda s: oracle_value(f, x, bg, sorted(s)), x.shape[0])
 
 
 def f64(params):

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import itertools
-import math
 import warnings
 
 import numpy as np
 import pytest
 
 import jaxshap
+from oracle import shapley_from_game
 
 # --- an independent NumPy oracle, written from the definition ---------------------------------
 
@@ -29,23 +28,8 @@ def conditional_mean(mean, cov, x, subset):
 
 
 def oracle_shapley(value, m):
-    """Shapley values of a set function ``value(frozenset) -> array`` over all subsets."""
-    cache = {}
-
-    def v(s):
-        if s not in cache:
-            cache[s] = np.asarray(value(s), np.float64)
-        return cache[s]
-
-    phi = [0.0] * m
-    for j in range(m):
-        others = [i for i in range(m) if i != j]
-        for size in range(m):
-            w = math.factorial(size) * math.factorial(m - size - 1) / math.factorial(m)
-            for s in itertools.combinations(others, size):
-                s = frozenset(s)
-                phi[j] = phi[j] + w * (v(s | {j}) - v(s))
-    return np.stack(phi), v(frozenset())
+    """Shapley values of a set function ``value(frozenset) -> array`` and its empty-set value."""
+    return shapley_from_game(value, m), np.asarray(value(frozenset()), np.float64)
 
 
 def oracle_linear(coef, intercept, mean, cov, x):

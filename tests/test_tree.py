@@ -8,12 +8,12 @@ on identical inputs, and ``jaxshap.ExactExplainer`` with the same background.
 from __future__ import annotations
 
 import itertools
-import math
 
 import numpy as np
 import pytest
 
 import jaxshap
+from oracle import shapley_from_game
 
 xgb = pytest.importorskip("xgboost")
 lgb = pytest.importorskip("lightgbm")
@@ -171,19 +171,6 @@ def test_interventional_matches_shap(models, explained, kind):
 
 
 # --- brute-force oracles from the definitions --------------------------------------------------------
-def _shapley_from_values(v: dict, m: int) -> np.ndarray:
-    """phi_j = sum_S |S|!(m-|S|-1)!/m! [v(S u j) - v(S)] from a dict frozenset -> [K] values."""
-    phi = np.zeros((m,) + np.shape(v[frozenset()]))
-    for j in range(m):
-        others = [i for i in range(m) if i != j]
-        for r in range(m):
-            w = math.factorial(r) * math.factorial(m - r - 1) / math.factorial(m)
-            for S in itertools.combinations(others, r):
-                S = frozenset(S)
-                phi[j] += w * (v[S | {j}] - v[S])
-    return phi
-
-
 def _all_subsets(m):
     return [frozenset(c) for r in range(m + 1) for c in itertools.combinations(range(m), r)]
 
@@ -196,7 +183,7 @@ def _interventional_oracle(raw, x, bg):
         idx = sorted(S)
         hybrid[:, idx] = x[idx]
         v[S] = np.asarray(raw(hybrid), dtype=np.float64).reshape(bg.shape[0], -1).mean(0)
-    return _shapley_from_values(v, M), v[frozenset()]
+    return shapley_from_game(v.__getitem__, M), v[frozenset()]
 
 
 def _path_dependent_oracle(e, x):
@@ -215,7 +202,7 @@ def _path_dependent_oracle(e, x):
         return (e.cover[t, left] * expect(t, left, S) + e.cover[t, right] * expect(t, right, S)) / c
 
     v = {S: e.base + sum(expect(t, 0, S) for t in range(e.n_trees)) for S in _all_subsets(M)}
-    return _shapley_from_values(v, M), v[frozenset()]
+    return shapley_from_game(v.__getitem__, M), v[frozenset()]
 
 
 @pytest.mark.parametrize("kind", ["xgb_multi", "lgb_booster", "hgb_reg"])
