@@ -77,3 +77,24 @@ def test_in_distribution_with_shap_permutation_explainer(problem):
     assert np.sqrt(np.mean((theirs.mean(0) - exact) ** 2)) < spread
     # At an equal budget, jaxshap's error is no worse than shap's (allowing Monte-Carlo noise).
     assert np.sqrt(np.mean((ours - exact) ** 2)) < 1.5 * spread
+
+
+@pytest.mark.parametrize("m", [4, 4100])
+def test_sample_permutations_are_uniform(m):
+    """Every row is a permutation; for M=4, all 24 orders are equally likely (chi-square, 23 dof)
+    and every feature is equally likely at every position; M=4100 takes the argsort path."""
+    from jaxshap.coalitions import sample_permutations
+
+    n = 48_000 if m == 4 else 16
+    p = np.asarray(sample_permutations(jax.random.key(0), m, n))
+    assert p.shape == (n, m)
+    assert (np.sort(p, axis=1) == np.arange(m)).all()
+    if m == 4:
+        codes = (p * 4 ** np.arange(4)).sum(1)
+        counts = np.unique(codes, return_counts=True)[1]
+        assert len(counts) == 24
+        chi2 = ((counts - n / 24) ** 2 / (n / 24)).sum()
+        assert chi2 < 49.7  # the 99.9% quantile of chi-square(23)
+        position = np.stack([(p == f).argmax(1) for f in range(m)])  # [feature, row]
+        for f in range(m):
+            np.testing.assert_allclose(np.bincount(position[f], minlength=m) / n, 0.25, atol=0.01)
