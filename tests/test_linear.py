@@ -115,6 +115,53 @@ def test_sampled_mode_matches_oracle_within_mc_error_and_is_keyed():
     np.testing.assert_allclose(few.sum(1), (x - mean) @ coef, rtol=1e-4, atol=1e-4)  # efficiency
 
 
+@pytest.mark.parametrize("rotations", [(0,), (0, 3)])
+def test_walk_kernel_matches_prefix_regressions(rotations):
+    """The Cholesky-of-the-precision walk kernel against explicit sub-block solves along each walk."""
+    import jax
+
+    from jaxshap import _gaussian
+
+    with jax.enable_x64(True):
+        rng = np.random.default_rng(4)
+        m, k = 7, 2
+        a = rng.normal(size=(m, m))
+        corr = a @ a.T / m + 0.2 * np.eye(m)
+        d = np.sqrt(np.diag(corr))
+        corr = corr / np.outer(d, d)
+        beta = rng.normal(size=(k, m))
+        order = rng.permutation(m)
+        got = np.asarray(
+            _gaussian.antithetic_linear_steps(
+                _gaussian.precision_matrix(corr), beta, corr @ beta.T, np.asarray(order), rotations
+            )
+        )
+
+        def weights(subset):  # beta E[z | z_S] = w . z, with w zero outside S
+            w = np.zeros((k, m))
+            s = sorted(subset)
+            if s:
+                w[:, s] = np.linalg.solve(corr[np.ix_(s, s)], (corr @ beta.T)[s]).T
+            return w
+
+        want = np.zeros((k, m, m))  # [k, z coordinate, feature]
+        for r in rotations:
+            turned = np.roll(order, -r)
+            for walk in (turned[::-1], turned):
+                for j, feature in enumerate(walk):
+                    want[:, :, feature] += weights(walk[: j + 1]) - weights(walk[:j])
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(got.sum(-1), 2 * len(rotations) * beta, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("n", [2, 4, 6])
+def test_sampled_transform_efficiency_for_every_budget_shape(n):
+    """Groups of four walks, a trailing pair, or both: every budget telescopes to beta."""
+    coef, b, mean, cov, x = random_problem(9, 6)
+    ex = jaxshap.LinearExplainer((coef, b), (mean, cov), "correlation_dependent", method="sampled", n_permutations=n)
+    np.testing.assert_allclose(np.asarray(ex(x).values).sum(1), (x - mean) @ coef, rtol=1e-4, atol=1e-4)
+
+
 def test_sampled_and_exact_transforms_agree_in_float64():
     import jax
 
