@@ -21,6 +21,13 @@ def default_coalitions(n_features: int) -> int:
     return min(2 * n_features + 2048, all_coalitions(n_features))
 
 
+AUTO_THIRD_ORDER_FEATURES = 16
+"""``third_order="auto"`` adds the third-order controls up to this many features (560 terms)."""
+
+MAX_THIRD_ORDER_FEATURES = 30
+"""Beyond this, ``C(M, 3)`` extra unknowns per row (4060 at 30) are too many to be worth it."""
+
+
 def _check_int(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise ValueError(f"`{name}` must be an integer; got {value!r} ({type(value).__name__}).")
@@ -61,6 +68,13 @@ class KernelExplainer(Explainer):
         over rounds and therefore needs concrete inputs (not inside ``jax.jit``).
       sampler: ``"paired"`` (sizes in proportion to the kernel) or ``"leverage"`` (uniform over
         sizes, the leverage scores of the constrained regression; Musco & Witter, 2025).
+      third_order: include every third-order Fourier (Walsh) interaction term in the regression
+        as a control variate (see :func:`jaxshap.estimators.kernel_solve`): the same
+        evaluations and the same estimand (exact under full enumeration), with a squared error
+        1.5x (150 coalitions) to 20x (2400) lower than paired KernelSHAP alone on a tanh MLP
+        with 12 to 16 features. It adds ``C(M, 3)`` unknowns to each row's solve (560 at
+        ``M = 16``; the Gram matrix costs about ``C * C(M, 3)**2`` flops per row). ``"auto"``
+        (default) turns it on for ``M <= 16``; ``True`` allows up to 30 features.
       tolerance: the convergence threshold of ``"auto"`` (default 0.01).
       max_coalitions: the cap of ``"auto"``, per row (default ``32`` rounds).
       feature_names: optional feature names.
@@ -68,7 +82,8 @@ class KernelExplainer(Explainer):
 
     Raises:
       ValueError: for a budget that is not an integer, ``None`` or ``"auto"``, or below the
-        minimum; for an unknown sampler or a non-positive tolerance.
+        minimum; for an unknown sampler, a ``third_order`` that is not a bool or ``"auto"`` (or
+        ``True`` beyond 30 features), or a non-positive tolerance.
     """
 
     def __init__(
@@ -78,6 +93,7 @@ class KernelExplainer(Explainer):
         n_coalitions: int | str | None = None,
         *,
         sampler: str = "paired",
+        third_order: bool | str = "auto",
         tolerance: float = 0.01,
         max_coalitions: int | None = None,
         feature_names: Sequence[str] | None = None,
@@ -113,12 +129,24 @@ class KernelExplainer(Explainer):
                 f"`max_coalitions` ({max_coalitions}) must be at least one round of {self.n_coalitions} coalitions."
             )
         self.max_coalitions = max_coalitions
+        if third_order == "auto":
+            third_order = m <= AUTO_THIRD_ORDER_FEATURES
+        elif not isinstance(third_order, bool):
+            raise ValueError(f"`third_order` must be True, False or 'auto'; got {third_order!r}.")
+        if third_order and m > MAX_THIRD_ORDER_FEATURES:
+            raise ValueError(
+                f"`third_order=True` adds C(M, 3) = {m * (m - 1) * (m - 2) // 6} unknowns per row for {m} features; "
+                f"it supports at most {MAX_THIRD_ORDER_FEATURES} features. Use third_order=False (or 'auto')."
+            )
+        self.third_order = bool(third_order) and m >= 3
 
     def _coalitions_per_row(self) -> int:
         return self.n_coalitions + 2
 
     def _estimate(self, key, value_fn):
-        phi, stderr, v0, _ = kernel_shapley(key, value_fn, self.n_features, self.n_coalitions, sampler=self.sampler)
+        phi, stderr, v0, _ = kernel_shapley(
+            key, value_fn, self.n_features, self.n_coalitions, sampler=self.sampler, third_order=self.third_order
+        )
         return phi, v0, stderr
 
     def _run(self, X, key, offset, devices, bar, blocked):

@@ -176,8 +176,12 @@ def test_full_budget_is_exact_in_float64():
             [oracle_value(partial(numpy_mlp, f64(params)), x, bg, np.flatnonzero(r)) for r in np.asarray(masks)]
         )
         for x in X:
-            phi, stderr, v0, v1 = kernel_shapley(jax.random.key(0), lambda ms: fn(ms, x), m, 2**m - 2)
-            np.testing.assert_allclose(np.asarray(phi), oracle_shapley(partial(numpy_mlp, f64(params)), x, bg), atol=1e-12)
+            for third in (False, True):
+                phi, stderr, v0, v1 = kernel_shapley(
+                    jax.random.key(0), lambda ms: fn(ms, x), m, 2**m - 2, third_order=third
+                )
+                want = oracle_shapley(partial(numpy_mlp, f64(params)), x, bg)
+                np.testing.assert_allclose(np.asarray(phi), want, atol=1e-12)
 
 
 @pytest.mark.parametrize("n", [None, 150])
@@ -207,28 +211,64 @@ def game8():
     return m, value_fn, exact
 
 
-def _runs(value_fn, m, n, sampler, n_keys=300):
-    run = jax.jit(jax.vmap(lambda k: kernel_shapley(k, value_fn, m, n, sampler=sampler)[:2]))
+def _runs(value_fn, m, n, sampler, n_keys=300, third_order=False):
+    run = jax.jit(jax.vmap(lambda k: kernel_shapley(k, value_fn, m, n, sampler=sampler, third_order=third_order)[:2]))
     phi, se = run(jax.random.split(jax.random.key(11), n_keys))
     return np.asarray(phi, np.float64), np.asarray(se, np.float64)
 
 
-@pytest.mark.parametrize("sampler,budgets", [("paired", (24, 80, 200)), ("leverage", (80,))])
-def test_error_falls_with_budget_and_stderr_is_calibrated(game8, sampler, budgets):
+@pytest.mark.parametrize(
+    "sampler,budgets,third", [("paired", (24, 80, 200), False), ("leverage", (80,), False), ("paired", (80, 200), True)]
+)
+def test_error_falls_with_budget_and_stderr_is_calibrated(game8, sampler, budgets, third):
     m, value_fn, exact = game8
     mse = {}
     for n in budgets:
-        phi, se = _runs(value_fn, m, n, sampler)
+        phi, se = _runs(value_fn, m, n, sampler, third_order=third)
         err = phi - exact
         mse[n] = float((err**2).mean())
         assert mse[n] > 0  # still sampling, not enumerating
         if n >= 80:
             within = np.abs(err) <= 3 * se
             assert within.mean() >= 0.9, (n, within.mean())
-            # Not trivially wide either: the mean stderr^2 is within a factor 2 of the true MSE.
-            assert 0.5 < (se**2).mean() / mse[n] < 2.0, ((se**2).mean(), mse[n])
+            if third:  # the first-order standard error, kept as a conservative one
+                assert (se**2).mean() > mse[n], ((se**2).mean(), mse[n])
+            else:  # not trivially wide either: the mean stderr^2 is within a factor 2 of the true MSE
+                assert 0.5 < (se**2).mean() / mse[n] < 2.0, ((se**2).mean(), mse[n])
     if len(budgets) == 3:
         assert mse[80] < mse[24] / 2 and mse[200] < mse[80] / 2, mse
+
+
+def test_third_order_controls_cut_the_error(game8):
+    """Same coalitions (same keys), same evaluations: the third-order controls lower the MSE."""
+    m, value_fn, exact = game8
+    for n in (80, 200):
+        plain = ((_runs(value_fn, m, n, "paired")[0] - exact) ** 2).mean()
+        third = ((_runs(value_fn, m, n, "paired", third_order=True)[0] - exact) ** 2).mean()
+        assert third < plain / 2, (n, plain, third)
+
+
+def test_third_order_recovers_a_cubic_game():
+    """A game that is exactly cubic in u = 2z - 1 is (up to the small ridge) fitted exactly."""
+    import itertools
+
+    m = 9
+    rng = np.random.default_rng(3)
+    lin, cub = rng.normal(size=m), {t: rng.normal() for t in itertools.combinations(range(m), 3)}
+
+    def game(masks):
+        u = 2.0 * masks.astype(jnp.float32) - 1.0
+        return u @ lin + sum(c * u[:, a] * u[:, b] * u[:, d] for (a, b, d), c in cub.items())
+
+    exact = 2 * lin
+    for (a, b, d), c in cub.items():
+        exact[[a, b, d]] += 2 * c / 3
+    errors = {}
+    for third in (False, True):
+        phi = np.asarray(kernel_shapley(jax.random.key(1), game, m, 300, third_order=third)[0])
+        errors[third] = np.abs(phi - exact).max() / np.abs(exact).max()
+    assert errors[False] > 0.05, errors  # plain KernelSHAP is not exact on third-order terms
+    assert errors[True] < errors[False] / 10, errors  # the controls take them out (up to the ridge)
 
 
 # --- against shap --------------------------------------------------------------------------------
@@ -294,6 +334,7 @@ def test_auto_stops_at_tolerance_and_respects_cap():
         ({"n_coalitions": True}, "integer"),
         ({"n_coalitions": "many"}, "auto"),
         ({"sampler": "uniform"}, "sampler"),
+        ({"third_order": "yes"}, "third_order"),
         ({"tolerance": 0.0}, "tolerance"),
         ({"n_coalitions": "auto", "max_coalitions": 10}, "max_coalitions"),
     ],
@@ -302,6 +343,13 @@ def test_bad_arguments(kwargs, match):
     params, bg, _ = make_problem(10)
     with pytest.raises(ValueError, match=match):
         jaxshap.KernelExplainer(partial(jax_mlp, params), bg, **kwargs)
+
+
+def test_third_order_has_a_feature_limit():
+    params, bg, _ = make_problem(31)
+    with pytest.raises(ValueError, match="at most 30 features"):
+        jaxshap.KernelExplainer(partial(jax_mlp, params), bg, third_order=True)
+    assert not jaxshap.KernelExplainer(partial(jax_mlp, params), bg).third_order  # "auto": off above 16
 
 
 def test_bad_budget_in_the_kernel():

@@ -16,7 +16,10 @@ from jaxshap.estimators import kernel_shapley
 from ..harness import mlp
 from ._common import mlp_problem
 
-TITLE = "KernelSHAP squared error vs exact values at equal budget: jaxshap paired / leverage vs shap and shapiq"
+TITLE = (
+    "KernelSHAP squared error vs exact values at equal budget: jaxshap (third-order controls, the default "
+    "for M <= 16; paired; leverage) vs shap and shapiq"
+)
 
 
 def _shapiq_values(numpy_model, background, X, budget, seed):
@@ -49,13 +52,13 @@ def _shap_values(shap, numpy_model, background, X, budget, l1_reg, seed):
 
 
 @functools.lru_cache(maxsize=None)
-def _jaxshap_fn(m: int, budget: int, sampler: str):
-    """One compiled program per (M, budget, sampler); the model and data are arguments."""
+def _jaxshap_fn(m: int, budget: int, sampler: str, third_order: bool = False):
+    """One compiled program per (M, budget, sampler, third_order); the model and data are arguments."""
 
     def explain(params, background, X, key):
         def one(k, x):
             value_fn = lambda masks: mlp(params, jnp.where(masks[:, None, :], x, background)).mean(1)
-            return kernel_shapley(k, value_fn, m, budget, sampler=sampler)[0]
+            return kernel_shapley(k, value_fn, m, budget, sampler=sampler, third_order=third_order)[0]
 
         keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(X.shape[0]))
         return jax.lax.map(lambda a: one(*a), (keys, X))
@@ -82,13 +85,15 @@ def run(quick: bool = False) -> dict:
             model, numpy_model, background, X = mlp_problem(m, n_bg, n_rows, seed=seed)
             exact = np.asarray(jaxshap.ExactExplainer(model, background)(X).values, np.float64)
             check = jaxshap.KernelExplainer(model, background, budgets[0])(X, key=jax.random.key(seed)).values
-            assert np.allclose(check, _jaxshap_fn(m, budgets[0], "paired")(model.args[0], background, X, jax.random.key(seed)), atol=1e-5)
+            default = _jaxshap_fn(m, budgets[0], "paired", True)(model.args[0], background, X, jax.random.key(seed))
+            # float32 rounding of the larger solve: measured below 3e-4 of the scale, 30x under the error
+            assert np.allclose(check, default, atol=1e-3 * np.abs(exact).max())
             for budget in budgets:
                 err = {}
-                for sampler in ("paired", "leverage"):
-                    fn = _jaxshap_fn(m, budget, sampler)
+                for label, sampler, third in (("third", "paired", True), ("paired", "paired", False), ("leverage", "leverage", False)):
+                    fn = _jaxshap_fn(m, budget, sampler, third)
                     values = np.asarray(fn(model.args[0], background, X, jax.random.key(seed)), np.float64)
-                    err[f"jaxshap {sampler}"] = float(((values - exact) ** 2).mean())
+                    err[f"jaxshap {label}"] = float(((values - exact) ** 2).mean())
                 for l1 in (False, "auto"):
                     values = _shap_values(shap, numpy_model, background, X, budget, l1, seed)
                     err[f"shap l1_reg={l1}"] = float(((values - exact) ** 2).mean())
@@ -105,15 +110,17 @@ def run(quick: bool = False) -> dict:
                 {
                     "M": m,
                     "budget": budget,
+                    "mse third-order (default)": mean["jaxshap third"],
                     "mse paired": mean["jaxshap paired"],
                     "mse leverage": mean["jaxshap leverage"],
                     "mse shap": mean["shap l1_reg=False"],
                     "mse shap l1 auto": mean["shap l1_reg=auto"],
+                    "shap / third-order": mean["shap l1_reg=False"] / mean["jaxshap third"],
                     "shap / paired": mean["shap l1_reg=False"] / mean["jaxshap paired"],
                     "shap / leverage": mean["shap l1_reg=False"] / mean["jaxshap leverage"],
-                    "shap l1 / paired": mean["shap l1_reg=auto"] / mean["jaxshap paired"],
+                    "shap l1 / third-order": mean["shap l1_reg=auto"] / mean["jaxshap third"],
                     **(
-                        {"mse shapiq": mean["shapiq"], "shapiq / paired": mean["shapiq"] / mean["jaxshap paired"]}
+                        {"mse shapiq": mean["shapiq"], "shapiq / third-order": mean["shapiq"] / mean["jaxshap third"]}
                         if has_shapiq
                         else {}
                     ),
@@ -122,9 +129,13 @@ def run(quick: bool = False) -> dict:
     notes = [
         f"Mean squared error over {n_rows} rows x {len(seeds)} seeds (model, data and sampling seed) x M features; "
         f"MLP(64), {n_bg} background rows; exact values from ExactExplainer.",
-        "jaxshap runs the estimator kernel that KernelExplainer uses (checked equal), compiled once per (M, budget).",
+        "jaxshap runs the estimator kernel that KernelExplainer uses (its default, third_order='auto', is on for "
+        "M <= 16: checked equal), compiled once per (M, budget); paired and leverage are third_order=False.",
         "Budget = coalitions besides the empty and full ones (shap's nsamples); shap's default l1_reg is 'auto'.",
         "shapiq: KernelSHAP with its pairing trick on the same game, budget + 2 evaluations"
         + ("." if has_shapiq else " (not installed: pip install shapiq)."),
     ]
-    return {"title": TITLE, "tables": {"mse": table}, "notes": notes}
+    checks = {
+        "the default (third-order) is never worse than shap (l1_reg=False)": all(r["shap / third-order"] >= 1 for r in table),
+    }
+    return {"title": TITLE, "tables": {"mse": table}, "notes": notes, "checks": checks}
