@@ -105,7 +105,7 @@ def kernel_solve(
     k-additive view of KernelSHAP (Pelegrina et al., 2023, "A k-additive Choquet integral-based
     approach to approximate the SHAP values"). It adds ``C(M, 3)`` unknowns, so it suits
     ``M`` up to about 16. On a tanh MLP it lowered the squared error of paired KernelSHAP by
-    1.5x at 150 coalitions to 20x at 2400 (M = 12 to 16; see ``bench/``).
+    1.5x at 150 coalitions to 40x at 2400 (M = 12 to 16; see ``bench/``).
 
     The standard error linearises the first-order estimator around its solution (the sandwich or
     Horvitz-Thompson variance of a ratio estimator): each coalition contributes
