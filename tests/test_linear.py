@@ -307,3 +307,21 @@ def test_against_shap_correlation_dependent():
     # shap's transform is itself estimated from 2000 (non-antithetic) permutations.
     np.testing.assert_allclose(ours, theirs, atol=0.03 * np.abs(theirs).max())
     np.testing.assert_allclose(float(ref.expected_value), (coef @ data.mean(0) + b), rtol=1e-5)
+
+
+def test_sampled_transform_chunking_is_invisible():
+    """The vectorised path (chunks of groups, the accelerator default) equals the scan of one group
+    at a time, including padding and a trailing pair."""
+    import jax
+    import jax.numpy as jnp
+
+    from jaxshap import _linear
+
+    coef, _, _, cov, _ = random_problem(7, 8)
+    d = np.sqrt(np.diag(cov))
+    corr = jnp.asarray(cov / np.outer(d, d), jnp.float32)
+    beta = jnp.asarray(coef * d, jnp.float32)[None]
+    key = jax.random.key(3)
+    one = _linear.sampled_transform(key, corr, beta, 22, chunk=1)  # 5 groups and a pair
+    for chunk in (2, 3):
+        np.testing.assert_allclose(_linear.sampled_transform(key, corr, beta, 22, chunk=chunk), one, rtol=1e-5, atol=1e-6)
