@@ -13,15 +13,15 @@ Public API (everything else is private):
 """
 
 from . import coalitions, datasets, estimators, maskers
-from ._chunking import DEFAULT_MEMORY_BUDGET
-from ._exact_explainer import ExactExplainer
+from ._runtime._chunking import DEFAULT_MEMORY_BUDGET
+from ._explainers._exact import ExactExplainer
 from ._explanation import Explanation
-from ._functional_anova import FunctionalANOVA, functional_anova
-from ._hstats import HStatistics, h_statistic
-from ._kernel_explainer import KernelExplainer
-from ._linear_explainer import LinearExplainer
-from ._partial_dependence import PartialDependence, partial_dependence
-from ._permutation_explainer import PermutationExplainer
+from ._effects._functional_anova import FunctionalANOVA, functional_anova
+from ._effects._hstats import HStatistics, h_statistic
+from ._explainers._kernel import KernelExplainer
+from ._explainers._linear import LinearExplainer
+from ._effects._partial_dependence import PartialDependence, partial_dependence
+from ._explainers._permutation import PermutationExplainer
 from ._tree import TreeExplainer
 
 __version__ = "0.1.0"

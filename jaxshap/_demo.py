@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ._exact_explainer import ExactExplainer
+from ._explainers._exact import ExactExplainer
 from .datasets import load_diabetes
 
 

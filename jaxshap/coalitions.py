@@ -1,6 +1,6 @@
 """Coalition machinery: mask enumeration, Shapley weights, permutation and KernelSHAP sampling."""
 
-from ._coalitions import (
+from ._coalitions._masks import (
     all_masks,
     exact_coefficients,
     permutation_ranks,
@@ -8,9 +8,9 @@ from ._coalitions import (
     sample_permutations,
     shapley_weights,
 )
-from ._kernel_sampling import KernelPlan, kernel_plan, kernel_weight
-from ._kernel_sampling import min_coalitions as min_kernel_coalitions
-from ._kernel_sampling import sample_coalitions as sample_kernel_coalitions
+from ._coalitions._kernel_sampling import KernelPlan, kernel_plan, kernel_weight
+from ._coalitions._kernel_sampling import min_coalitions as min_kernel_coalitions
+from ._coalitions._kernel_sampling import sample_coalitions as sample_kernel_coalitions
 
 __all__ = [
     "KernelPlan",

@@ -4,8 +4,8 @@ Each kernel works on one game ``v: [C, M] bool -> [C, ...]`` and knows nothing a
 ``jax.vmap`` over rows makes a batch. The explainers are built on these.
 """
 
-from ._exact import exact_shapley
-from ._kernel import kernel_shapley, kernel_solve
-from ._permutation import permutation_shapley
+from ._estimators._exact import exact_shapley
+from ._estimators._kernel import kernel_shapley, kernel_solve
+from ._estimators._permutation import permutation_shapley
 
 __all__ = ["exact_shapley", "kernel_shapley", "kernel_solve", "permutation_shapley"]

@@ -106,7 +106,7 @@ def _bound(dof):
 def test_strata_are_uniform_without_replacement(monkeypatch, max_ranked):
     """Every stratum draws uniformly: all k-subsets equally often, in uniform order, and (middle
     stratum, 2 draws of 10) every ordered pair of distinct subsets equally often."""
-    import jaxshap._kernel_sampling as ks
+    import jaxshap._coalitions._kernel_sampling as ks
 
     if max_ranked is not None:  # the size-2 stratum (15 sets) falls back to independent draws
         monkeypatch.setattr(ks, "MAX_RANKED", max_ranked)

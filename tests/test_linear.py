@@ -120,7 +120,7 @@ def test_walk_kernel_matches_prefix_regressions(rotations):
     """The Cholesky-of-the-precision walk kernel against explicit sub-block solves along each walk."""
     import jax
 
-    from jaxshap import _gaussian
+    from jaxshap._algebra import _gaussian
 
     with jax.enable_x64(True):
         rng = np.random.default_rng(4)

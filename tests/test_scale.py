@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import jaxshap
-import jaxshap._chunking as chunking
-from jaxshap._progress import ProgressBar
+import jaxshap._runtime._chunking as chunking
+from jaxshap._runtime._progress import ProgressBar
 from oracle import interventional_shapley
 
 # Different chunk and block shapes may reorder float32 sums inside the model (last-bit changes);
@@ -205,7 +205,7 @@ def test_rows_sharded_over_four_devices_match_one_device():
     code = textwrap.dedent(
         """
         import jax, jax.numpy as jnp, numpy as np, jaxshap
-        import jaxshap._chunking as chunking
+        import jaxshap._runtime._chunking as chunking
         from jax.sharding import NamedSharding, PartitionSpec as P
         assert jax.device_count() == 4, jax.devices()
         rng = np.random.default_rng(0)
@@ -223,7 +223,7 @@ def test_rows_sharded_over_four_devices_match_one_device():
             assert len({s.device for s in e.values.addressable_shards}) == 4
             close(np.asarray(e.values), one[:40])
             hlo = ex._block.lower(ex.masker, Xs, jax.random.key(5), 0, 0, 10, 10, 16,
-                                  jaxshap._sharding.row_mesh(Xs, None)).compile().as_text()
+                                  jaxshap._runtime._sharding.row_mesh(Xs, None)).compile().as_text()
             assert not any(op in hlo for op in ("all-gather", "all-reduce", "all-to-all", "collective-permute"))
             # blocks (progress) on sharded rows
             chunking.BLOCK_EVALS, chunking.TARGET_BLOCKS = 1, 4

@@ -9,9 +9,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._chunking import DEFAULT_MEMORY_BUDGET, map_chunks
+from .._runtime._chunking import DEFAULT_MEMORY_BUDGET, map_chunks
 from .._explanation import Explanation
-from .._inputs import as_matrix, check_n_features, column_names, float_dtype, resolve_feature_names
+from .._runtime._inputs import as_matrix, check_n_features, column_names, float_dtype, resolve_feature_names
 from ._import import import_model
 from ._interventional import interventional_tables_host, pair_shapley
 from ._path_dependent import expected_value, path_shapley, path_tables_host

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._inputs import as_matrix, check_finite, column_names, is_traced
+from .._runtime._inputs import as_matrix, check_finite, column_names, is_traced
 
 
 @jax.tree_util.register_pytree_node_class

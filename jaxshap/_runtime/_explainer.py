@@ -30,12 +30,12 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from ._chunking import DEFAULT_MEMORY_BUDGET, map_chunks, plan_blocks, plan_chunks
-from ._explanation import Explanation
+from .._explanation import Explanation
 from ._inputs import as_key, as_matrix, check_finite, check_n_features, column_names, is_traced, resolve_feature_names
 from ._model import wrap_model
 from ._progress import ProgressBar, wants_progress
 from ._sharding import row_mesh
-from .maskers import Independent
+from ..maskers import Independent
 
 ValueFn = Callable[[jax.Array], jax.Array]
 
@@ -68,7 +68,7 @@ class Explainer:
         inputs, model activations and outputs fit the budget, so memory grows with the chunk
         and not with the number of rows; only the inputs and results (``[n, M]``) are held in
         full. On a CPU chunks are further capped at the cache-friendly
-        :data:`jaxshap._chunking.CPU_CHUNK_BYTES`. Results do not depend on the budget.
+        :data:`jaxshap._runtime._chunking.CPU_CHUNK_BYTES`. Results do not depend on the budget.
     """
 
     def __init__(

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from ._chunking import DEFAULT_MEMORY_BUDGET
-from ._explainer import Explainer
-from ._inputs import check_walks
-from ._permutation import permutation_shapley
+from .._runtime._chunking import DEFAULT_MEMORY_BUDGET
+from .._runtime._explainer import Explainer
+from .._runtime._inputs import check_walks
+from .._estimators._permutation import permutation_shapley
 
 
 class PermutationExplainer(Explainer):

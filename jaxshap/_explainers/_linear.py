@@ -8,9 +8,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._explanation import Explanation
-from ._gaussian import prepare, sample_moments
-from ._inputs import (
+from .._explanation import Explanation
+from .._algebra._gaussian import prepare, sample_moments
+from .._runtime._inputs import (
     as_key,
     as_matrix,
     check_finite,
@@ -20,7 +20,7 @@ from ._inputs import (
     is_traced,
     resolve_feature_names,
 )
-from ._linear import exact_transform, sampled_transform, to_data_units
+from .._algebra._linear import exact_transform, sampled_transform, to_data_units
 
 MAX_AUTO_EXACT_FEATURES = 16
 """``method="auto"`` enumerates all coalitions up to this many features."""
@@ -101,7 +101,7 @@ class LinearExplainer:
       key: PRNG key of the sampled method; ``None`` means ``jax.random.key(0)``.
       rcond: relative eigenvalue floor for the correlation matrix (default ``1e-5`` in float32,
         ``1e-6`` in float64); below it the correlations are shrunk toward independence and a
-        warning is issued (see :mod:`jaxshap._gaussian`).
+        warning is issued (see :mod:`jaxshap._algebra._gaussian`).
       feature_names: optional names of the ``M`` features.
 
     Attributes:

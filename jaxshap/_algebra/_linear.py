@@ -7,7 +7,7 @@ individual predictions when features are dependent"; the precompute follows the 
 ``LinearExplainer``). ``T`` is built once, by exact enumeration of all ``2**M`` coalitions or by
 averaging antithetic permutations; explaining rows is then one matrix product.
 
-The kernels work in standardised units (:mod:`jaxshap._gaussian`): with
+The kernels work in standardised units (:mod:`jaxshap._algebra._gaussian`): with
 :math:`z = (x - \mu)/d` and :math:`\tilde\beta = \beta \odot d`, they return :math:`\tilde T`
 with :math:`\phi = \tilde T z`; :func:`to_data_units` turns it into ``T``.
 """
@@ -18,8 +18,8 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import cho_solve
 
-from ._chunking import map_chunks
-from ._coalitions import all_masks, exact_coefficients, sample_permutations
+from .._runtime._chunking import map_chunks
+from .._coalitions._masks import all_masks, exact_coefficients, sample_permutations
 from ._gaussian import antithetic_linear_steps, precision_matrix
 
 EXACT_CHUNK = 4096
@@ -83,7 +83,7 @@ def sampled_transform(
     backwards and forwards, and :math:`\rho` rotated by ``M // 2`` backwards and forwards (a
     budget that is 2 modulo 4 ends with one plain pair). Every walk is marginally a uniform
     permutation, so the average is unbiased for :math:`\tilde T`; the rotation stratifies the
-    positions of each feature (see :func:`jaxshap._gaussian.antithetic_linear_steps`, which
+    positions of each feature (see :func:`jaxshap._algebra._gaussian.antithetic_linear_steps`, which
     computes a group with one gather and one Cholesky factorisation per walk). Each walk's
     contributions telescope to :math:`\tilde\beta`, so efficiency is exact. ``chunk`` groups run
     per vectorised step of a scan, which bounds the memory to ``chunk * K * M**2`` numbers.

@@ -16,9 +16,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._chunking import DEFAULT_MEMORY_BUDGET, map_chunks, plan_chunks
-from ._inputs import as_key, as_matrix, check_finite, column_names, resolve_feature_names
-from ._model import Model, wrap_model
+from .._runtime._chunking import DEFAULT_MEMORY_BUDGET, map_chunks, plan_chunks
+from .._runtime._inputs import as_key, as_matrix, check_finite, column_names, resolve_feature_names
+from .._runtime._model import Model, wrap_model
 
 
 # --- the kernel ---------------------------------------------------------------------------

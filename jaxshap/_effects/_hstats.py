@@ -13,7 +13,7 @@ ensembles", section 8, eqs. 44-48; the R package ``hstats`` computes them the sa
   the share of prediction variance the main effects leave unexplained.
 
 All the partial dependences one call needs are one list of (row, feature set) units, evaluated
-in one compiled program by :func:`jaxshap._partial_dependence.pd_units`.
+in one compiled program by :func:`jaxshap._effects._partial_dependence.pd_units`.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._chunking import DEFAULT_MEMORY_BUDGET
-from ._model import Model, wrap_model
+from .._runtime._chunking import DEFAULT_MEMORY_BUDGET
+from .._runtime._model import Model, wrap_model
 from ._partial_dependence import (
     check_budget,
     check_n_max,

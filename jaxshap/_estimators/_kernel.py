@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.linalg import cho_factor, cho_solve
 
-from ._kernel_sampling import KernelPlan, kernel_plan, sample_coalitions
+from .._coalitions._kernel_sampling import KernelPlan, kernel_plan, sample_coalitions
 
 ValueFn = Callable[[jax.Array], jax.Array]
 

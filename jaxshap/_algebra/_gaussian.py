@@ -47,7 +47,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.linalg import cho_solve, solve_triangular
 
-from ._inputs import is_traced
+from .._runtime._inputs import is_traced
 
 PSD_TOLERANCE = 1e-6
 """A covariance counts as PSD when its smallest eigenvalue is at least ``-PSD_TOLERANCE`` times the largest."""

@@ -8,12 +8,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._chunking import DEFAULT_MEMORY_BUDGET
-from ._explainer import Explainer
-from ._inputs import is_traced
-from ._kernel import kernel_shapley
-from ._kernel_sampling import SAMPLERS, min_coalitions
-from ._kernel_sampling import max_coalitions as all_coalitions
+from .._runtime._chunking import DEFAULT_MEMORY_BUDGET
+from .._runtime._explainer import Explainer
+from .._runtime._inputs import is_traced
+from .._estimators._kernel import kernel_shapley
+from .._coalitions._kernel_sampling import SAMPLERS, min_coalitions
+from .._coalitions._kernel_sampling import max_coalitions as all_coalitions
 
 
 def default_coalitions(n_features: int) -> int:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ._exact import exact_shapley
-from ._explainer import Explainer
+from .._estimators._exact import exact_shapley
+from .._runtime._explainer import Explainer
 
 MAX_EXACT_FEATURES = 20
 

@@ -1,0 +1,1 @@
+"""The Gaussian conditioning algebra shared by the Gaussian masker and LinearExplainer."""

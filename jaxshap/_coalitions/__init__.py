@@ -1,0 +1,1 @@
+"""Coalition machinery: mask enumeration, Shapley weights, permutation and Shapley-kernel sampling."""

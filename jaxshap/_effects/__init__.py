@@ -1,0 +1,1 @@
+"""Effects: partial dependence, Friedman's H statistics and functional ANOVA."""

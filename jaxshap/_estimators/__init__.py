@@ -1,0 +1,1 @@
+"""Estimator kernels: pure functions from coalition values to attributions."""

@@ -1,0 +1,1 @@
+"""The runtime every explainer shares: model adapters, input checks, chunking, sharding, streaming, progress."""
