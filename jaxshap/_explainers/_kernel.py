@@ -8,11 +8,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._runtime._chunking import DEFAULT_MEMORY_BUDGET
+from .._runtime._chunking import DEFAULT_MEMORY_BUDGET, map_chunks
 from .._runtime._explainer import Explainer
 from .._runtime._inputs import is_traced
-from .._estimators._kernel import kernel_shapley
-from .._coalitions._kernel_sampling import SAMPLERS, min_coalitions
+from .._estimators._kernel import kernel_shapley, third_order_ridge
+from .._estimators._kernel_solve import apply_plan, plan_operators
+from .._coalitions._kernel_sampling import SAMPLERS, kernel_plan, min_coalitions, sample_coalitions
 from .._coalitions._kernel_sampling import max_coalitions as all_coalitions
 
 
@@ -21,11 +22,9 @@ def default_coalitions(n_features: int) -> int:
     return min(2 * n_features + 2048, all_coalitions(n_features))
 
 
-AUTO_THIRD_ORDER_FEATURES = 16
-"""``third_order="auto"`` adds the third-order controls up to this many features (560 terms)."""
-
-MAX_THIRD_ORDER_FEATURES = 30
-"""Beyond this, ``C(M, 3)`` extra unknowns per row (4060 at 30) are too many to be worth it."""
+AUTO_CONTROLS_UNITS = 4
+"""``third_order="auto"`` turns the controls on once the plan samples at least this many
+coalitions per feature (below that they barely help and their standard error loses coverage)."""
 
 
 def _check_int(value: Any, name: str) -> int:
@@ -94,6 +93,7 @@ class KernelExplainer(Explainer):
         *,
         sampler: str = "paired",
         third_order: bool | str = "auto",
+        shared_coalitions: bool = True,
         tolerance: float = 0.01,
         max_coalitions: int | None = None,
         feature_names: Sequence[str] | None = None,
@@ -117,9 +117,9 @@ class KernelExplainer(Explainer):
         budget = default_coalitions(m) if n_coalitions is None or self.auto else n_coalitions
         if budget < min_coalitions(m):
             raise ValueError(
-                f"`n_coalitions` must be at least {min_coalitions(m)} for {m} features (the size-1 "
-                f"coalitions, their complements and one complementary pair of every other size); got "
-                f"{budget}. The default, 2 * M + 2048, suits most problems."
+                f"`n_coalitions` must be at least {min_coalitions(m)} (one complementary pair); got "
+                f"{budget}. The default, 2 * M + 2048, suits most problems; 2 * M + 2 is the least that "
+                f"covers every feature."
             )
         self.n_coalitions = min(budget, all_coalitions(m))
         if max_coalitions is None:
@@ -130,24 +130,53 @@ class KernelExplainer(Explainer):
             )
         self.max_coalitions = max_coalitions
         if third_order == "auto":
-            third_order = m <= AUTO_THIRD_ORDER_FEATURES
+            plan = kernel_plan(m, self.n_coalitions, sampler)
+            sampled = plan.n_coalitions - len(plan.enum_weights)
+            third_order = sampled >= AUTO_CONTROLS_UNITS * m
         elif not isinstance(third_order, bool):
             raise ValueError(f"`third_order` must be True, False or 'auto'; got {third_order!r}.")
-        if third_order and m > MAX_THIRD_ORDER_FEATURES:
-            raise ValueError(
-                f"`third_order=True` adds C(M, 3) = {m * (m - 1) * (m - 2) // 6} unknowns per row for {m} features; "
-                f"it supports at most {MAX_THIRD_ORDER_FEATURES} features. Use third_order=False (or 'auto')."
-            )
+        if not isinstance(shared_coalitions, bool):
+            raise ValueError(f"`shared_coalitions` must be True or False; got {shared_coalitions!r}.")
+        self.shared_coalitions = shared_coalitions
         self.third_order = bool(third_order) and m >= 3
+        self.controls = ((3, third_order_ridge(m)),) if self.third_order else ()
 
     def _coalitions_per_row(self) -> int:
         return self.n_coalitions + 2
 
     def _estimate(self, key, value_fn):
         phi, stderr, v0, _ = kernel_shapley(
-            key, value_fn, self.n_features, self.n_coalitions, sampler=self.sampler, third_order=self.third_order
+            key, value_fn, self.n_features, self.n_coalitions, sampler=self.sampler, controls=self.controls
         )
         return phi, v0, stderr
+
+    def _explain_rows(self, masker, X, key, index, rows_per_chunk, coalitions_per_chunk):
+        """Shared coalitions: one draw from ``key`` and one solve operator for every row.
+
+        The coalitions depend only on the call's key, so every row (in every block, chunk and
+        device) sees the same ones and the regression is factorised once per block
+        (:func:`jaxshap._estimators._kernel_solve.kernel_operator`); each row then costs its
+        model evaluations and two matrix products. ``shared_coalitions=False`` draws each
+        row's own coalitions from ``fold_in(key, row)`` instead (the base class's path).
+        """
+        m = self.n_features
+        if not self.shared_coalitions or m == 1:
+            return super()._explain_rows(masker, X, key, index, rows_per_chunk, coalitions_per_chunk)
+        plan = kernel_plan(m, self.n_coalitions, self.sampler)
+        masks, weights = sample_coalitions(key, plan)
+        dtype = jnp.dtype(masker.dtype)
+        ops = plan_operators(plan, masks, weights, self.controls, dtype=dtype)
+        every = jnp.concatenate([jnp.zeros((1, m), bool), jnp.ones((1, m), bool), masks], axis=0)
+        f = self.model.fn
+
+        def one_row(x):
+            v = map_chunks(lambda part: masker.coalition_values(f, x, part), every, coalitions_per_chunk)
+            tail = v.shape[1:]
+            flat = v.reshape(v.shape[0], -1)
+            phi, stderr = apply_plan(ops, plan, flat[2:], flat[0], flat[1])
+            return phi.reshape((m,) + tail), v[0], stderr.reshape((m,) + tail)
+
+        return map_chunks(jax.vmap(one_row), X, rows_per_chunk)
 
     def _run(self, X, key, offset, devices, bar, blocked):
         """Explain validated rows (see :meth:`jaxshap.Explainer._run`), in rounds when ``"auto"``.

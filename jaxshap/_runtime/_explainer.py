@@ -113,6 +113,17 @@ class Explainer:
 
         return map_chunks(lambda args: jax.vmap(one_row)(*args), (keys, X), rows_per_chunk)
 
+    def _explain_rows(self, masker, X, key, index, rows_per_chunk, coalitions_per_chunk):
+        """Explain rows ``X [b, M]``, global rows ``index [b]``, under the call's ``key``.
+
+        The hook for work shared by every row of a call: the default gives row ``i`` the key
+        ``fold_in(key, i)`` and explains rows independently (:meth:`_explain_local`); an
+        explainer that draws one design for all rows (``KernelExplainer``'s shared coalitions)
+        overrides it and derives that design from ``key`` alone, once per block.
+        """
+        keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(index)
+        return self._explain_local(masker, X, keys, rows_per_chunk, coalitions_per_chunk)
+
     def _explain_block(self, masker, X, key, offset, start, block_rows, rows_per_chunk, coalitions_per_chunk, mesh):
         """One block of rows: ``X[start : start + block_rows]`` (per device shard, on a mesh).
 
@@ -128,8 +139,7 @@ class Explainer:
                 first = first + jax.lax.axis_index(mesh.axes) * X.shape[0]
             rows = X if block_rows == X.shape[0] else jax.lax.dynamic_slice_in_dim(X, start, block_rows)
             index = first + jnp.arange(block_rows, dtype=jnp.asarray(first).dtype)
-            keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(index)
-            return self._explain_local(masker, rows, keys, rows_per_chunk, coalitions_per_chunk)
+            return self._explain_rows(masker, rows, key, index, rows_per_chunk, coalitions_per_chunk)
 
         if mesh is None:
             return local(masker, X, key, offset, start)
