@@ -12,6 +12,11 @@ weight ``k(M, s) / pi(S)`` with ``pi(S)`` its inclusion probability. The kernel-
 ``sum_S k(S) z_S z_S^T`` and ``sum_S k(S) z_S v(S)`` over all coalitions are then estimated
 without bias, and the regression built from them is consistent.
 
+Budgets too small for one pair per layer (below :func:`stratified_coalitions`) enumerate the
+size-1 layer when it fits and sample the other layers *pooled*: each pair picks its layer at
+random in proportion to the sampler's mass, with Hansen-Hurwitz (importance) weights
+(:class:`Pooled`), so the weighted sums stay unbiased at any budget of at least one pair.
+
 The two samplers differ only in how the sampled pairs are shared among strata:
 
 * ``"paired"``: in proportion to the layer's kernel mass ``sum_{|S| = s} k(M, s) = (M - 1) / (s (M - s))``
@@ -540,15 +545,32 @@ def _draw_pooled(key: jax.Array, m: int, pooled: Pooled, dtype) -> tuple[jax.Arr
 
 
 @functools.lru_cache(maxsize=64)
-def unit_partners(plan: KernelPlan) -> np.ndarray:
-    """``[C]``: for each coalition, the other member of its sampling unit (a complementary pair),
-    or itself (singles, and the enumerated coalitions, which carry no sampling variance)."""
-    unit = plan.unit
-    partner = np.arange(len(unit))
-    order = np.argsort(unit, kind="stable")
-    counts = np.bincount(unit, minlength=len(plan.unit_group))
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    pairs = np.flatnonzero((counts == 2) & (plan.unit_group > 0))
-    first, second = order[starts[pairs]], order[starts[pairs] + 1]
-    partner[first], partner[second] = second, first
-    return partner
+def plan_rows(plan: KernelPlan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The regression rows of a plan's coalitions: ``(first, second, unit)``, each ``[U]``.
+
+    A row is a complementary pair (``first`` and ``second`` index the two coalitions in the
+    layout of :func:`sample_coalitions`) or a single coalition (``first == second``); ``unit`` is
+    the row's sampling unit in :attr:`KernelPlan.unit` (0 for the enumerated coalitions, which
+    come in complementary pairs).
+    """
+    m = plan.n_features
+    n_e = len(plan.enum_weights)
+    codes = plan.enum_masks.astype(np.int64) @ (1 << np.arange(m, dtype=np.int64))
+    where = {int(cde): i for i, cde in enumerate(codes)}
+    full = (1 << m) - 1
+    first, second = [], []
+    for i, cde in enumerate(codes):
+        j = where.get(full - int(cde), i)
+        if i <= j:
+            first.append(i)
+            second.append(j)
+    unit = [0] * len(first)
+    sampled = plan.unit[n_e:]
+    order = np.argsort(sampled, kind="stable")
+    bounds = np.flatnonzero(np.diff(sampled[order])) + 1
+    for rows in np.split(order, bounds) if len(order) else []:
+        rows = rows + n_e
+        first.append(int(rows[0]))
+        second.append(int(rows[-1]))
+        unit.append(int(plan.unit[rows[0]]))
+    return np.array(first), np.array(second), np.array(unit)

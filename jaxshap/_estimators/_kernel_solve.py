@@ -15,7 +15,7 @@ of the plan (complementary pairs). This is the sandwich (linearisation) variance
 regression, first-order and control coefficients together. Fitted residuals are shrunk by the
 fit, badly so when the controls' effective number of parameters approaches the number of
 sampled pairs, so each sampling unit's residuals are replaced by its leave-one-unit-out
-residuals, :math:`\tilde e_u = (I - A_{uu})^{-1} e_u` with :math:`A` the hat matrix of the whole
+residuals, :math:`\tilde e_u = e_u / (1 - A_{uu})` with :math:`A` the hat matrix of the whole
 (ridge) fit; then :math:`G_{:, u} \tilde e_u` is exactly the change of the estimate when the unit is
 left out, and the variance is the (stratified) jackknife variance (the unit-level HC3 correction
 of MacKinnon & White, 1985; Efron & Stein, 1981).
@@ -29,7 +29,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.linalg import cho_factor, cho_solve, solve_triangular
+from jax.scipy.linalg import cho_factor, cho_solve
 
 from ._control_variates import odd_kernel, walsh_controls
 
@@ -38,27 +38,42 @@ SMALL_RIDGE = 1e-3
 it pulls the estimate toward the equal split ``Delta / M`` in the directions the sample misses."""
 
 MIN_PIVOT = 1e-4
-"""Floor on the determinant of a unit's block of ``I - A`` (a unit the fit interpolates exactly
-would otherwise give an unbounded leave-one-out residual)."""
+"""Floor on ``1 - h`` of a row (a row the fit interpolates exactly would otherwise give an
+unbounded leave-one-out residual)."""
 
 
 class KernelOperator(NamedTuple):
-    """The solve of one design (a pytree of arrays).
+    """The solve of one design (a pytree of arrays), on *rows*: complementary pairs and singles.
+
+    Every design column (the projected indicators and the odd controls) changes sign under
+    complementation, so a pair ``(S, N \\ S)`` with weights ``w_1, w_2`` enters the weighted fit
+    exactly as one row ``x_S`` of weight ``w_1 + w_2`` whose response is the weighted odd part
+    ``o = (w_1 r_S - w_2 r_{N \\ S}) / (w_1 + w_2)``; unpaired coalitions are rows of their own.
+    This halves every factorisation, and the even part of the game never enters.
 
     Attributes:
-      phi: ``[M, C]`` ``G``: the first-order estimate is ``Delta / M + G r``.
-      design: ``[C, M]`` the projected indicators ``P z`` (the residual without controls is ``r - D G r``).
-      resid: ``[C, C]`` the residual operator with controls, or ``None`` without them.
-      jack: ``[C, 2]`` leave-one-unit-out residuals are ``jack[:, 0] e + jack[:, 1] e[partner]``.
-      partner: ``[C]`` the other coalition of the coalition's sampling unit (itself for singles).
+      first, second: ``[U]`` the coalitions of each row (equal for singles).
+      a, b: ``[U]`` the row's response is ``a r[first] + b r[second]``.
+      unit: ``[U]`` the plan's sampling unit of each row (for the variance).
+      phi: ``[M, U]`` ``G``: the first-order estimate is ``Delta / M + G o``.
+      basis, solve, weight: the residual ``e = o - basis (solve (basis^T (weight o)))`` (first-order
+        fit or explicit controls), or ``None``.
+      resid: ``[U, U]`` the residual operator of the kernel form, or ``None``.
+      inflate: ``[U]`` ``1 / (1 - h_u)``: the leave-one-row-out correction.
       frac: ``[C]`` ``|S| / M``.
     """
 
+    first: jax.Array
+    second: jax.Array
+    a: jax.Array
+    b: jax.Array
+    unit: jax.Array
     phi: jax.Array
-    design: jax.Array
+    basis: jax.Array | None
+    solve: jax.Array | None
+    weight: jax.Array | None
     resid: jax.Array | None
-    jack: jax.Array
-    partner: jax.Array
+    inflate: jax.Array
     frac: jax.Array
 
 
@@ -68,14 +83,14 @@ def _safe_sqrt(x: jax.Array) -> jax.Array:
     return jnp.where(pos, jnp.sqrt(jnp.where(pos, x, 1.0)), 0.0)
 
 
-def _jackknife(block, partner: np.ndarray) -> jax.Array:
-    """``[C, 2]`` coefficients of the leave-one-unit-out residuals from ``block(i, j) = (I - A)_{ij}``."""
-    i = np.arange(len(partner))
-    a, b, c, d = block(i, i), block(i, partner), block(partner, i), block(partner, partner)
-    single = jnp.asarray(partner == i)
-    det = jnp.where(single, a, a * d - b * c)
-    det = jnp.maximum(det, MIN_PIVOT)
-    return jnp.stack([jnp.where(single, 1.0, d) / det, jnp.where(single, 0.0, -b) / det], axis=-1)
+def _centre(g: jax.Array) -> jax.Array:
+    """Remove the rounding error along ``1`` from ``G`` (exactly zero in exact arithmetic), so
+    that efficiency holds to float precision even for ill-conditioned designs."""
+    return g - g.mean(0, keepdims=True)
+
+
+def _inflation(one_minus_h: jax.Array) -> jax.Array:
+    return 1.0 / jnp.maximum(one_minus_h, MIN_PIVOT)
 
 
 def kernel_operator(
@@ -86,7 +101,7 @@ def kernel_operator(
     dtype=jnp.float32,
     form: str = "auto",
     ridge: float = 0.0,
-    partner: np.ndarray | None = None,
+    rows: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> KernelOperator:
     r"""Factorise the constrained, kernel-weighted regression of one set of coalitions.
 
@@ -97,9 +112,9 @@ def kernel_operator(
     (:mod:`._control_variates`) joins the regression with a ridge penalty
     ``lambda_k = rho_k * tr(D^T W D) / M`` on its coefficient (``rho`` relative to the mean
     curvature of the first-order block). Two equal forms: ``"primal"`` adds the
-    ``C(M, k)`` columns explicitly (cheap while they are fewer than the coalitions);
+    ``C(M, k)`` columns explicitly (cheap while they are fewer than the rows);
     ``"dual"`` profiles them out as generalised least squares with covariance
-    ``W^{-1} + sum_k K_k / lambda_k`` (:func:`._control_variates.odd_kernel`), a ``C x C``
+    ``W^{-1} + sum_k K_k / lambda_k`` (:func:`._control_variates.odd_kernel`), a ``U x U``
     factorisation whatever ``M``. ``"auto"`` picks the cheaper.
 
     Args:
@@ -110,62 +125,60 @@ def kernel_operator(
       form: ``"auto"``, ``"primal"`` or ``"dual"``.
       ridge: a ridge on the first-order block, relative to its mean curvature (0 unless the
         budget is too small to identify the regression; see :data:`SMALL_RIDGE`).
-      partner: ``[C]`` static: the other coalition of each coalition's sampling unit, itself for
-        singles (:func:`jaxshap.coalitions.unit_partners`); by default every coalition is a unit.
+      rows: static ``(first, second, unit)`` of the rows (:func:`jaxshap.coalitions.plan_rows`);
+        by default every coalition is a row and a sampling unit of its own.
     """
     m = masks.shape[-1]
     c = masks.shape[0]
-    partner = np.arange(c) if partner is None else np.asarray(partner)
+    if rows is None:
+        rows = (np.arange(c), np.arange(c), np.arange(c))
+    first, second, unit = (np.asarray(a) for a in rows)
+    paired = jnp.asarray(first != second)
     z = masks.astype(dtype)
     w = weights.astype(dtype)
     w = w / w.sum()
     frac = z.mean(-1)
-    design = z - frac[:, None]  # z P
-    curvature = jnp.einsum("c,cm,cm->", w, design, design)  # tr(D^T W D)
+    w1, w2 = w[first], jnp.where(paired, w[second], 0.0)
+    wu = w1 + w2
+    a, b = w1 / wu, -w2 / wu
+    zu = z[first]
+    design = zu - frac[first][:, None]  # P z of each row's first coalition
+    curvature = jnp.einsum("u,um,um->", wu, design, design)  # tr(D^T W D)
     null = curvature / (m * (m - 1))  # fixes the null direction 1
     eye_ridge = ridge * curvature / m * jnp.eye(m, dtype=dtype)
     controls = tuple((k, rho) for k, rho in controls if 3 <= k <= m)
-    if not controls:
-        h = (design * w[:, None]).T @ design + null + eye_ridge
-        inverse = cho_solve(cho_factor(h, lower=True), jnp.eye(m, dtype=dtype))
-        g = inverse @ (design * w[:, None]).T  # [M, C]
-        block = lambda i, j: (i == j).astype(dtype) - jnp.einsum("cm,mc->c", design[i], g[:, j])
-        return KernelOperator(g, design, None, _jackknife(block, partner), jnp.asarray(partner), frac)
+    n_rows = len(first)
     lambdas = [rho * curvature / m for _, rho in controls]
-    n_cols = sum(_n_cols(m, k) for k, _ in controls)
+    n_cols = sum(math.comb(m, k) for k, _ in controls)
     if form == "auto":
-        form = "primal" if m + n_cols <= c else "dual"
-    if form == "primal":
-        cols = [walsh_controls(masks, k, dtype) for k, _ in controls]
-        x = jnp.concatenate([design] + cols, axis=1)
-        pen = jnp.concatenate([jnp.zeros(m, dtype)] + [jnp.full(col.shape[1], lam, dtype) for col, lam in zip(cols, lambdas)])
-        h = (x * w[:, None]).T @ x + jnp.diag(pen)
-        h = h.at[:m, :m].add(null + eye_ridge)
-        full = cho_solve(cho_factor(h, lower=True), (x * w[:, None]).T)  # [p, C]
-        resid = jnp.eye(c, dtype=dtype) - x @ full  # I - hat matrix
-        block = lambda i, j: resid[i, j]
-        return KernelOperator(full[:m], design, resid, _jackknife(block, partner), jnp.asarray(partner), frac)
-    if form != "dual":
+        form = "primal" if m + n_cols <= n_rows else "dual"
+    if form not in ("primal", "dual"):
         raise ValueError(f"`form` must be 'auto', 'primal' or 'dual'; got {form!r}.")
-    u = 2.0 * z - 1.0
-    ws = jnp.sqrt(w)
+    statics = (jnp.asarray(first), jnp.asarray(second), a, b, jnp.asarray(unit))
+    if not controls or form == "primal":
+        cols = [walsh_controls(masks[first], k, dtype) for k, _ in controls]
+        x = jnp.concatenate([design] + cols, axis=1) if cols else design
+        h = (x * wu[:, None]).T @ x
+        if cols:
+            pen = [jnp.full(col.shape[1], lam, dtype) for col, lam in zip(cols, lambdas)]
+            h = h + jnp.diag(jnp.concatenate([jnp.zeros(m, dtype)] + pen))
+        h = h.at[:m, :m].add(null + eye_ridge)
+        solve = cho_solve(cho_factor(h, lower=True), jnp.eye(h.shape[0], dtype=dtype))
+        g = _centre(solve[:m] @ (x * wu[:, None]).T)  # [M, U]
+        lev = wu * jnp.einsum("up,pq,uq->u", x, solve, x)
+        return KernelOperator(*statics, g, x, solve, wu, None, _inflation(1.0 - lev), frac)
+    u = 2.0 * zu - 1.0
+    ws = jnp.sqrt(wu)
     kern = sum(odd_kernel(u, u, k) / lam for (k, _), lam in zip(controls, lambdas))
-    b = jnp.eye(c, dtype=dtype) + ws[:, None] * kern * ws[None, :]
-    low = jnp.linalg.cholesky(b)
-    dt = solve_triangular(low, ws[:, None] * design, lower=True)  # L^{-1} W^{1/2} D
-    zz = solve_triangular(low.T, dt, lower=False)  # B^{-1} W^{1/2} D
-    h = dt.T @ dt + null + eye_ridge
-    inverse = cho_solve(cho_factor(h, lower=True), jnp.eye(m, dtype=dtype))
-    g = inverse @ (zz * ws[:, None]).T  # [M, C]
-    binv = cho_solve((low, True), jnp.eye(c, dtype=dtype))
-    # e = W^{-1/2} B^{-1} W^{1/2} (r - D G r)
+    bmat = jnp.eye(n_rows, dtype=dtype) + ws[:, None] * kern * ws[None, :]
+    binv = cho_solve(cho_factor(bmat, lower=True), jnp.eye(n_rows, dtype=dtype))
+    zz = binv @ (ws[:, None] * design)  # B^{-1} W^{1/2} D
+    dt_dt = (ws[:, None] * design).T @ zz  # D^T W^{1/2} B^{-1} W^{1/2} D
+    inverse = cho_solve(cho_factor(dt_dt + null + eye_ridge, lower=True), jnp.eye(m, dtype=dtype))
+    g = _centre(inverse @ (zz * ws[:, None]).T)  # [M, U]
+    # e = W^{-1/2} B^{-1} W^{1/2} (o - D G o)
     resid = (binv * ws[None, :]) / ws[:, None] - (zz / ws[:, None]) @ g
-    block = lambda i, j: resid[i, j]
-    return KernelOperator(g, design, resid, _jackknife(block, partner), jnp.asarray(partner), frac)
-
-
-def _n_cols(m: int, k: int) -> int:
-    return math.comb(m, k)
+    return KernelOperator(*statics, g, None, None, None, resid, _inflation(jnp.diagonal(resid)), frac)
 
 
 def apply_operator(op: KernelOperator, plan, values, v_empty, v_full):
@@ -184,23 +197,24 @@ def apply_operator(op: KernelOperator, plan, values, v_empty, v_full):
     dtype = values.dtype
     delta = v_full - v_empty
     r = values - v_empty - op.frac.astype(dtype)[:, None] * delta
-    theta = op.phi.astype(dtype) @ r
+    o = op.a.astype(dtype)[:, None] * r[op.first] + op.b.astype(dtype)[:, None] * r[op.second]  # [U, K]
+    theta = op.phi.astype(dtype) @ o
     phi = delta / m + theta
-    if op.resid is None:
-        e = r - op.design.astype(dtype) @ theta
+    if op.resid is not None:
+        e = op.resid.astype(dtype) @ o
     else:
-        e = op.resid.astype(dtype) @ r
-    jack = op.jack.astype(dtype)
-    e = jack[:, :1] * e + jack[:, 1:] * e[op.partner]
-    psi = op.phi.T.astype(dtype)[:, :, None] * e[:, None, :]  # [C, M, K]
-    return phi, _safe_sqrt(design_variance(plan, psi))
+        basis = op.basis.astype(dtype)
+        e = o - basis @ (op.solve.astype(dtype) @ (basis.T @ (op.weight.astype(dtype)[:, None] * o)))
+    e = e * op.inflate.astype(dtype)[:, None]
+    psi = op.phi.T.astype(dtype)[:, :, None] * e[:, None, :]  # [U, M, K]
+    return phi, _safe_sqrt(design_variance(plan, psi, op.unit))
 
 
-def design_variance(plan, psi: jax.Array) -> jax.Array:
-    """Stratified design variance of ``sum_S psi_S`` over the plan's sampling units, ``psi [C, ...]``."""
+def design_variance(plan, psi: jax.Array, unit: jax.Array) -> jax.Array:
+    """Stratified design variance of ``sum_u psi_u`` over the plan's sampling units (``unit [U]`` of each ``psi_u``)."""
     dtype = psi.dtype
     n_units, n_groups = plan.unit_group.shape[0], plan.group_factor.shape[0]
-    totals = jax.ops.segment_sum(psi, jnp.asarray(plan.unit), num_segments=n_units)
+    totals = jax.ops.segment_sum(psi, unit, num_segments=n_units)
     groups = jnp.asarray(plan.unit_group)
     expand = (slice(None),) + (None,) * (psi.ndim - 1)
     means = jax.ops.segment_sum(totals, groups, num_segments=n_groups) / jnp.asarray(plan.group_count, dtype)[expand]
@@ -217,11 +231,11 @@ def plan_operators(plan, masks: jax.Array, weights: jax.Array, controls=(), *, d
     so the larger of the two standard errors is reported.
     """
     ridge = 0.0 if plan.identified else SMALL_RIDGE
-    partner = _partners(plan)
-    op = kernel_operator(masks, weights, tuple(controls), dtype=dtype, ridge=ridge, partner=partner)
+    rows = _rows(plan)
+    op = kernel_operator(masks, weights, tuple(controls), dtype=dtype, ridge=ridge, rows=rows)
     check = None
     if plan.pooled is not None and controls:
-        check = kernel_operator(masks, weights, (), dtype=dtype, ridge=ridge, partner=partner)
+        check = kernel_operator(masks, weights, (), dtype=dtype, ridge=ridge, rows=rows)
     return op, check
 
 
@@ -239,7 +253,7 @@ def apply_plan(ops, plan, values, v_empty, v_full):
     return phi, stderr
 
 
-def _partners(plan) -> np.ndarray:
-    from .._coalitions._kernel_sampling import unit_partners
+def _rows(plan):
+    from .._coalitions._kernel_sampling import plan_rows
 
-    return unit_partners(plan)
+    return plan_rows(plan)

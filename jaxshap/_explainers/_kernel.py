@@ -36,9 +36,9 @@ def _check_int(value: Any, name: str) -> int:
 class KernelExplainer(Explainer):
     r"""KernelSHAP: Shapley values as a weighted least-squares fit over sampled coalitions.
 
-    For each row, coalitions ``S`` are drawn under the Shapley kernel
-    ``k(M, s) = (M - 1) / (C(M, s) s (M - s))`` (small sizes enumerated, the others sampled in
-    complementary pairs without replacement) and the Shapley values are the solution of
+    Coalitions ``S`` are drawn under the Shapley kernel ``k(M, s) = (M - 1) / (C(M, s) s (M - s))``
+    (small sizes enumerated, the others sampled in complementary pairs without replacement), by
+    default once per call for all rows, and the Shapley values of each row are the solution of
 
     .. math::
 
@@ -48,8 +48,18 @@ class KernelExplainer(Explainer):
     with the constraint eliminated exactly and the normal equations solved by Cholesky
     (Lundberg & Lee, 2017; Covert & Lee, 2021). No L1 feature selection is applied. Efficiency
     holds for every estimate; ``stderr`` is the linearised (sandwich) standard error of each
-    value under the stratified sampling design (see :func:`jaxshap.estimators.kernel_shapley`).
-    A budget of ``2**M - 2`` or more enumerates every coalition and is exact (``stderr`` 0).
+    value under the stratified sampling design, with leave-one-pair-out residuals (see
+    :mod:`jaxshap._estimators._kernel_solve`). A budget of ``2**M - 2`` or more enumerates
+    every coalition and is exact (``stderr`` 0).
+
+    **Shared coalitions** (default). The coalitions depend only on the key, so one draw serves
+    every row of a call (and of every block, chunk and device: results do not depend on them);
+    the regression, with its control variates, is factorised once and each row's solve is a
+    matrix product, so the controls cost little beyond the model evaluations. The estimate of
+    each row is the same estimator as with independent draws (its ``stderr`` is valid row by
+    row), but errors are correlated across rows: pass ``shared_coalitions=False`` for
+    independent draws per row (row ``i`` uses ``fold_in(key, i)``; then each row factorises its
+    own design).
 
     Args:
       model: callable ``[n, M] -> [n]`` or ``[n, K]`` (JAX or NumPy).
@@ -57,8 +67,12 @@ class KernelExplainer(Explainer):
       n_coalitions: coalitions evaluated per row, *not counting* the empty and the full
         coalition (always evaluated, for the base value and ``f(x)``), as shap's ``nsamples``.
         An integer is honoured exactly (capped at ``2**M - 2``, where every coalition is
-        enumerated); it must be at least ``2 M + 2 (floor(M/2) - 1)`` (the size-1 coalitions,
-        their complements and one pair for every other size), or ``2**M - 2`` when smaller.
+        enumerated); any budget of at least 2 (one complementary pair) is accepted. From
+        ``2 M + 2 (floor(M/2) - 1)`` the plan is fully stratified; below that the size-1 layer
+        is enumerated when ``2 M + 2`` fits (shap's least useful budget) and the other sizes are
+        sampled together with replacement, with a small-sample (Student) widening of ``stderr``;
+        below about ``2 (M - 1)`` the regression is not identified: the values are a
+        ridge-regularised guess (still efficient) and ``stderr`` is infinite.
         ``None`` (default) means ``2 M + 2048`` like shap: it costs the same as shap's default
         and gives errors of a few percent of the spread of the values for typical models with
         tens of features. ``"auto"`` adds independent rounds of that size (averaged) until, for
@@ -68,12 +82,17 @@ class KernelExplainer(Explainer):
       sampler: ``"paired"`` (sizes in proportion to the kernel) or ``"leverage"`` (uniform over
         sizes, the leverage scores of the constrained regression; Musco & Witter, 2025).
       third_order: include every third-order Fourier (Walsh) interaction term in the regression
-        as a control variate (see :func:`jaxshap.estimators.kernel_solve`): the same
-        evaluations and the same estimand (exact under full enumeration), with a squared error
-        1.5x (150 coalitions) to 40x (2400) lower than paired KernelSHAP alone on a tanh MLP
-        with 12 to 16 features. It adds ``C(M, 3)`` unknowns to each row's solve (560 at
-        ``M = 16``; the Gram matrix costs about ``C * C(M, 3)**2`` flops per row). ``"auto"``
-        (default) turns it on for ``M <= 16``; ``True`` allows up to 30 features.
+        as a ridge-penalised control variate (see :func:`jaxshap.estimators.kernel_solve`): the
+        same evaluations and the same estimand (exact under full enumeration). Up to ``C(M, 3)``
+        explicit columns when they are fewer than the sampled pairs, else the same fit in
+        kernel form (a factorisation of pairs x pairs, any ``M``; Pelegrina et al., 2023;
+        Witter et al., 2025, regression-adjusted Monte Carlo). Its ridge grows with ``C(M, 3)``
+        (:func:`jaxshap._estimators._kernel.third_order_ridge`), so the surrogate's effective
+        size follows the budget rather than ``M``. ``"auto"`` (default) turns it on when the
+        plan samples at least ``4 M`` coalitions (below that the few sampled pairs cannot fit
+        it); ``True`` always. See ``bench/scenarios/kernel_accuracy.py`` for measured gains.
+      shared_coalitions: one draw of coalitions (and one factorisation) for all rows of a
+        call (default ``True``), or an independent draw per row (``False``).
       tolerance: the convergence threshold of ``"auto"`` (default 0.01).
       max_coalitions: the cap of ``"auto"``, per row (default ``32`` rounds).
       feature_names: optional feature names.
@@ -81,8 +100,8 @@ class KernelExplainer(Explainer):
 
     Raises:
       ValueError: for a budget that is not an integer, ``None`` or ``"auto"``, or below the
-        minimum; for an unknown sampler, a ``third_order`` that is not a bool or ``"auto"`` (or
-        ``True`` beyond 30 features), or a non-positive tolerance.
+        minimum; for an unknown sampler, a ``third_order`` that is not a bool or ``"auto"``, a
+        ``shared_coalitions`` that is not a bool, or a non-positive tolerance.
     """
 
     def __init__(
