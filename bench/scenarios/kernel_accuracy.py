@@ -53,12 +53,9 @@ def _game(numpy_model, background, x):
     m = x.shape[0]
 
     def game(coalitions):
-        c = np.asarray(coalitions, bool)
-        single = c.ndim == 1
-        c = np.atleast_2d(c)
+        c = np.atleast_2d(np.asarray(coalitions, bool))  # shapiq's permutation sampler passes one coalition
         z = np.where(c[:, None, :], x, background).reshape(-1, m)
-        v = np.asarray(numpy_model(z), np.float64).reshape(len(c), -1).mean(1)
-        return v[0] if single else v
+        return np.asarray(numpy_model(z), np.float64).reshape(len(c), -1).mean(1)
 
     return game
 
