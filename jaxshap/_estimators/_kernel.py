@@ -134,7 +134,8 @@ def kernel_shapley(
       value_fn: maps boolean coalitions ``[C, M]`` to values ``[C, ...]``.
       n_features: ``M`` (static).
       n_coalitions: coalitions other than the empty and the full one (static; capped at
-        ``2**M - 2``; at least :func:`jaxshap.coalitions.min_kernel_coalitions`).
+        ``2**M - 2``; at least :func:`jaxshap.coalitions.min_kernel_coalitions`, one pair; small
+        budgets sample pooled layers, see :func:`jaxshap.coalitions.kernel_plan`).
       sampler: ``"paired"`` (strata in proportion to kernel mass) or ``"leverage"`` (uniform
         over sizes; Musco & Witter, 2025).
       third_order: add the third-order Fourier terms as control variates (static; see
