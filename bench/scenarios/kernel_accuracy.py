@@ -95,9 +95,10 @@ def _cells(kind, m, budgets, seeds, n_bg, n_rows, quick):
             _, model, background, X, exact = xgboost_problem(m, n_bg, n_rows, seed=seed, trees=30 if quick else 100)
             numpy_model = model
         for budget in budgets:
-            err, secs = {}, {}
+            err, secs, controls = {}, {}, None
             for label, kwargs in (("default", {}), ("plain", {"third_order": False})):
                 ex = jaxshap.KernelExplainer(model, background, budget, **kwargs)
+                controls = ex.third_order if controls is None else controls
                 values = np.asarray(ex(X, key=jax.random.key(seed)).values, np.float64)
                 t0 = time.perf_counter()
                 values = np.asarray(ex(X, key=jax.random.key(seed)).values, np.float64)
@@ -107,7 +108,7 @@ def _cells(kind, m, budgets, seeds, n_bg, n_rows, quick):
             for name in ("kernel", "permutation"):
                 values = _shapiq_values(name, numpy_model, background, X, budget, seed)
                 err[f"shapiq {name}"] = float(((values - exact) ** 2).mean())
-            rows.append({"model": kind, "M": m, "budget": budget, "seed": seed, "third_order": ex.third_order, **err, **{f"s {k}": v for k, v in secs.items()}})
+            rows.append({"model": kind, "M": m, "budget": budget, "seed": seed, "third_order": controls, **err, **{f"s {k}": v for k, v in secs.items()}})
     return rows
 
 

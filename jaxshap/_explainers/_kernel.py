@@ -22,9 +22,10 @@ def default_coalitions(n_features: int) -> int:
     return min(2 * n_features + 2048, all_coalitions(n_features))
 
 
-AUTO_CONTROLS_UNITS = 4
-"""``third_order="auto"`` turns the controls on once the plan samples at least this many
-coalitions per feature (below that they barely help and their standard error loses coverage)."""
+AUTO_CONTROLS_UNITS = 2
+"""``third_order="auto"`` turns the controls on once the plan samples (not enumerates) at least
+this many coalitions per feature (below that they barely help and their standard error loses
+coverage)."""
 
 
 def _check_int(value: Any, name: str) -> int:
@@ -89,7 +90,7 @@ class KernelExplainer(Explainer):
         Witter et al., 2025, regression-adjusted Monte Carlo). Its ridge grows with ``C(M, 3)``
         (:func:`jaxshap._estimators._kernel.third_order_ridge`), so the surrogate's effective
         size follows the budget rather than ``M``. ``"auto"`` (default) turns it on when the
-        plan samples at least ``4 M`` coalitions (below that the few sampled pairs cannot fit
+        plan samples at least ``2 M`` coalitions (below that the few sampled pairs cannot fit
         it); ``True`` always. See ``bench/scenarios/kernel_accuracy.py`` for measured gains.
       shared_coalitions: one draw of coalitions (and one factorisation) for all rows of a
         call (default ``True``), or an independent draw per row (``False``).
