@@ -21,6 +21,11 @@ class Explanation:
       base_values: ``[n]`` or ``[n, K]``: the value of the empty coalition, ``E[f(X)]``.
       data: ``[n, M]``: the explained rows.
       stderr: standard errors of ``values`` for sampling estimators; ``None`` when exact.
+      interaction_values: ``[n, M, M]`` (or ``[n, M, M, K]``) pairwise interaction values when
+        asked for (``interactions=True``), else ``None``: symmetric, the diagonal holds the main
+        effects and each pair's interaction is split evenly between ``[i, j]`` and ``[j, i]``,
+        so for the efficient indices (shap's SHAP interaction values, k-SII, STII, FSII) the
+        rows sum to ``values``.
       feature_names: list of ``M`` feature names.
       output_names: list of ``K`` output names, or ``None`` for a single output.
     """
@@ -33,11 +38,13 @@ class Explanation:
         stderr: Any = None,
         feature_names: Sequence[str] | None = None,
         output_names: Sequence[str] | None = None,
+        interaction_values: Any = None,
     ):
         self.values = values
         self.base_values = base_values
         self.data = data
         self.stderr = stderr
+        self.interaction_values = interaction_values
         n_features = np.shape(values)[1] if np.ndim(values) >= 2 else np.shape(values)[-1]
         if feature_names is None:
             feature_names = [f"Feature {j}" for j in range(n_features)]
@@ -60,13 +67,13 @@ class Explanation:
         return self.shape[0]
 
     def tree_flatten(self):
-        children = (self.values, self.base_values, self.data, self.stderr)
+        children = (self.values, self.base_values, self.data, self.stderr, self.interaction_values)
         return children, (self._feature_names, self._output_names)
 
     @classmethod
     def tree_unflatten(cls, aux, children):
         obj = object.__new__(cls)
-        obj.values, obj.base_values, obj.data, obj.stderr = children
+        obj.values, obj.base_values, obj.data, obj.stderr, obj.interaction_values = children
         obj._feature_names, obj._output_names = aux
         return obj
 
@@ -85,6 +92,7 @@ class Explanation:
             pick(self.stderr),
             self._feature_names,
             self._output_names,
+            pick(self.interaction_values),
         )
 
     def __repr__(self) -> str:
@@ -94,7 +102,7 @@ class Explanation:
             f"features: {len(self._feature_names)}, {kind})"
         )
 
-    def to_shap(self):
+    def to_shap(self, interactions: bool = False):
         """Convert to a ``shap.Explanation`` of NumPy arrays, ready for ``shap.plots``.
 
         Multi-output results keep the output axis last (``[n, M, K]``); slice one output with
@@ -102,7 +110,17 @@ class Explanation:
         (``expl[i].to_shap()``) converts too, ready for ``shap.plots.waterfall``; ``stderr``
         becomes shap's ``error_std``.
 
+        With ``interaction_values``, their diagonal becomes shap's ``main_effects``; with
+        ``interactions=True`` the shap ``Explanation`` holds the ``[n, M, M]`` interaction values
+        as its ``values``, as shap's ``ExactExplainer(..., interactions=2)`` returns them (for
+        ``shap.plots.dependence``-style plots that take interaction values, pass
+        ``np.asarray(expl.interaction_values)``).
+
+        Args:
+          interactions: put the interaction values, not the attributions, in ``values``.
+
         Raises:
+          ValueError: ``interactions=True`` without interaction values.
           ImportError: when shap is not installed (``pip install 'jaxshap[plots]'``).
         """
         try:
@@ -114,13 +132,23 @@ class Explanation:
         kwargs = {}
         if self._output_names is not None:
             kwargs["output_names"] = list(self._output_names)
-        if self.stderr is not None:
+        if interactions and self.interaction_values is None:
+            raise ValueError(
+                "to_shap(interactions=True) needs interaction values: explain with "
+                "explainer(X, interactions=True) first."
+            )
+        values = np.asarray(self.interaction_values if interactions else self.values)
+        if self.stderr is not None and not interactions:
             kwargs["error_std"] = np.asarray(self.stderr)
+        if self.interaction_values is not None and not interactions:
+            inter = np.asarray(self.interaction_values)
+            axis = np.ndim(self.values) - (1 if self._output_names is None else 2)  # the feature axis
+            kwargs["main_effects"] = np.moveaxis(np.diagonal(inter, axis1=axis, axis2=axis + 1), -1, axis)
         base = np.asarray(self.base_values)
         if base.ndim == 0:  # one row of a single-output result: a scalar, as shap's own expl[i]
             base = base[()]
         return shap.Explanation(
-            values=np.asarray(self.values),
+            values=values,
             base_values=base,
             data=np.asarray(self.data),
             feature_names=list(self._feature_names),

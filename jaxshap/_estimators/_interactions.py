@@ -319,7 +319,10 @@ def exact_interactions(
     index, order = check_index(index, order, n_features)
     masks = all_masks(n_features)
     v = value_fn(masks)
-    return interactions_from_values(v, masks, index, order), v[0], v[-1]
+    return _from_values(v, masks, index, order), v[0], v[-1]
+
+
+_from_values = jax.jit(interactions_from_values, static_argnums=(2, 3))
 
 
 def interaction_matrix(terms: list[jax.Array]) -> jax.Array:
@@ -353,4 +356,6 @@ def shapley_and_interactions(v: jax.Array, masks: jax.Array, index: str) -> tupl
     """Shapley values ``[M, ...]`` and the interaction matrix ``[M, M, ...]`` from one set of values."""
     coef = exact_coefficients(masks, dtype=v.dtype)
     phi = jnp.tensordot(coef, v - v[0], axes=1)
+    if masks.shape[-1] == 1:  # one feature: no pairs; every index's order-1 term is v(N) - v(empty)
+        return phi, phi[:, None]
     return phi, interaction_matrix(interactions_from_values(v, masks, index, 2))
