@@ -7,6 +7,7 @@ Each kernel works on one game ``v: [C, M] bool -> [C, ...]`` and knows nothing a
 from ._estimators._exact import exact_shapley
 from ._estimators._interactions import INDICES, banzhaf_values, exact_interactions, interaction_matrix
 from ._estimators._kernel import kernel_shapley, kernel_solve
+from ._estimators._kernel_interactions import kernel_interactions
 from ._estimators._permutation import permutation_shapley
 
 __all__ = [
@@ -15,6 +16,7 @@ __all__ = [
     "exact_interactions",
     "exact_shapley",
     "interaction_matrix",
+    "kernel_interactions",
     "kernel_shapley",
     "kernel_solve",
     "permutation_shapley",

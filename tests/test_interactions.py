@@ -331,3 +331,57 @@ def test_explanation_pytree_and_rows_carry_interaction_values():
     # differentiable: the gradient of a loss on interaction values flows back to the rows
     g = jax.grad(lambda Z: (explainer(Z, interactions=True).interaction_values ** 2).sum())(jnp.asarray(X))
     assert g.shape == X.shape and bool(jnp.isfinite(g).all()) and float(jnp.abs(g).sum()) > 0
+
+
+# --- sampled Faith-SHAP regression -------------------------------------------------------------
+def _mlp_game(m, seed):
+    rng = np.random.default_rng(seed)
+    W, a = rng.normal(size=(m, 16)) / 3, rng.normal(size=16)
+    x, b = rng.normal(size=m), rng.normal(size=(20, m))
+
+    def game(masks):
+        Z = jnp.where(masks[:, None, :], jnp.asarray(x, jnp.float32), jnp.asarray(b, jnp.float32)[None])
+        return (jnp.tanh(Z @ W) @ a).mean(1)
+
+    return game
+
+
+def test_kernel_interactions_are_exact_at_full_budget():
+    m = 5
+    value_fn, v, _ = table_game(m, seed=4)
+    run = jax.jit(lambda k: estimators.kernel_interactions(k, value_fn, m, 2**m - 2))
+    terms, stderr, v0, v1 = run(jax.random.key(1))
+    check_terms(terms, oracle_fsii(v, m, 2), m, 2, atol=2e-5)
+    assert float(max(np.abs(s).max() for s in stderr)) == 0.0
+    np.testing.assert_allclose([v0, v1], [v(frozenset()), v(frozenset(range(m)))], rtol=1e-6)
+
+
+def test_kernel_interactions_converge_with_calibrated_stderr_and_efficiency():
+    m = 10
+    game = _mlp_game(m, seed=2)
+    exact, v0, v1 = estimators.exact_interactions(game, m, "FSII", 2)
+    upper = np.triu_indices(m, 1)
+    errors, covered = [], []
+    for budget in (200, 800):
+        run = jax.jit(lambda k: estimators.kernel_interactions(k, game, m, budget))
+        rms = []
+        for seed in range(4):
+            terms, stderr, _, _ = run(jax.random.key(seed))
+            err = np.asarray(terms[1] - exact[1])[upper]
+            rms.append(np.sqrt((err**2).mean()))
+            covered.append(np.mean(np.abs(err) < 3 * np.asarray(stderr[1])[upper]))
+            total = float(terms[0].sum() + terms[1].sum() / 2)
+            np.testing.assert_allclose(total, float(v1 - v0), rtol=1e-4, atol=1e-4)
+        errors.append(np.mean(rms))
+    scale = np.abs(np.asarray(exact[1])[upper]).mean()
+    assert errors[1] < errors[0] / 1.5  # four times the budget: clearly lower error
+    assert errors[1] < 0.2 * scale
+    assert np.mean(covered) > 0.85  # 3-sigma intervals cover most pairs
+
+
+def test_kernel_interactions_bad_budget_raises():
+    game = _mlp_game(6, seed=0)
+    with pytest.raises(ValueError, match="n_coalitions"):
+        estimators.kernel_interactions(jax.random.key(0), game, 6, 10)
+    with pytest.raises(ValueError, match="order"):
+        estimators.kernel_interactions(jax.random.key(0), game, 6, 60, order=6)

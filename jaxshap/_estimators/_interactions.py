@@ -247,13 +247,20 @@ def _faith(z: jax.Array, size: jax.Array, y: jax.Array, y_full: jax.Array, order
     moments = weighted_moments(z, mu[:, None] * y, order)  # m_b [M]*b + [K]
     rhs = jnp.stack([moments[len(s)][s] for s in sets])  # [n_sets, K]
     e = jnp.asarray(a_mat, y.dtype) @ rhs + jnp.asarray(a_vec, y.dtype)[:, None] * y_full[None, :]
+    return dense_from_sets(e, sets, m, order)
+
+
+def dense_from_sets(flat: jax.Array, sets, n_features: int, order: int) -> list[jax.Array]:
+    """Scatter per-set values ``[len(sets), K]`` (sets of sizes ``1..k`` in order) into dense
+    symmetric tensors ``[M] * t + [K]``, zero where indices repeat."""
+    m = n_features
     out = []
     start = 0
     for t in range(1, order + 1):
         combos = [s for s in sets if len(s) == t]
-        block = e[start : start + len(combos)]
+        block = flat[start : start + len(combos)]
         start += len(combos)
-        dense = jnp.zeros((m,) * t + (y.shape[1],), y.dtype)
+        dense = jnp.zeros((m,) * t + flat.shape[1:], flat.dtype)
         for perm in itertools.permutations(range(t)):
             idx = tuple(np.array([c[p] for c in combos]) for p in perm)
             dense = dense.at[idx].set(block)
