@@ -13,6 +13,7 @@ from .._runtime._chunking import DEFAULT_MEMORY_BUDGET, map_chunks
 from .._explanation import Explanation
 from .._runtime._inputs import as_matrix, check_n_features, column_names, float_dtype, resolve_feature_names
 from ._import import import_model
+from ._interactions import explain_interactions
 from ._interventional import interventional_tables_host, pair_shapley
 from ._path_dependent import expected_value, path_shapley, path_tables_host
 from ._paths import decompose, follows, follows_host, pattern, slot_arrays
@@ -176,6 +177,7 @@ class TreeExplainer:
             self._group_tabled.append(tabled)
         self._use_table = all(self._group_tabled)
         self._base = np.asarray(base, self.dtype)
+        self._paths, self._background = paths, background  # for interaction values (built on demand)
 
     def _group_params(self, g, background, tabled: bool):
         """Arrays one group of paths needs: slot tests, scatter index, and a table or the inputs
@@ -214,12 +216,14 @@ class TreeExplainer:
         """The base value: ``[K]`` (a scalar for a single output)."""
         return _put(self._base[0] if self.n_outputs == 1 else self._base, self.dtype)
 
-    def __call__(self, X: Any, key: Any = None) -> Explanation:
+    def __call__(self, X: Any, key: Any = None, *, interactions: bool = False) -> Explanation:
         """Explain the rows of ``X`` (``key`` is accepted for a uniform interface and unused).
 
         Args:
           X: rows ``[n, M]`` (array or DataFrame; one row ``[M]`` is promoted). NaN is allowed
             and routed as the model routes missing values.
+          interactions: also compute ``interaction_values`` ``[n, M, M]`` (or ``[n, M, M, K]``):
+            SHAP interaction values (see :meth:`shap_interaction_values`).
 
         Returns:
           An :class:`Explanation`: ``values`` ``[n, M]`` for one output, else ``[n, M, K]``.
@@ -234,4 +238,20 @@ class TreeExplainer:
             phi, base = phi[..., 0], base[..., 0]
         feature_names = resolve_feature_names(self._names, self.n_features, self._data_names, names)
         output_names = None if single else [f"Output {k}" for k in range(self.n_outputs)]
-        return Explanation(phi, base, X, None, feature_names, output_names)
+        expl = Explanation(phi, base, X, None, feature_names, output_names)
+        if interactions:
+            inter = explain_interactions(self, X)
+            expl.interaction_values = inter[..., 0] if single else inter
+        return expl
+
+    def shap_interaction_values(self, X: Any) -> np.ndarray:
+        """SHAP interaction values as shap's ``TreeExplainer.shap_interaction_values``: NumPy
+        ``[n, M, M]`` (``[n, M, M, K]`` for ``K`` outputs), symmetric, rows summing to the SHAP
+        values, the diagonal holding the main effects (Lundberg et al. 2020). Path-dependent or,
+        with background ``data``, interventional (exact; equal to
+        ``ExactExplainer(model, data, index="k-SII")``). See :mod:`jaxshap._tree._interactions`.
+        """
+        X = as_matrix(X, "X", dtype=self.dtype)
+        check_n_features(X, self.n_features, "X", "the model")
+        inter = explain_interactions(self, X)
+        return np.asarray(inter[..., 0] if self.n_outputs == 1 else inter)
