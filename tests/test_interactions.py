@@ -385,3 +385,128 @@ def test_kernel_interactions_bad_budget_raises():
         estimators.kernel_interactions(jax.random.key(0), game, 6, 10)
     with pytest.raises(ValueError, match="order"):
         estimators.kernel_interactions(jax.random.key(0), game, 6, 60, order=6)
+
+
+# --- trees ---------------------------------------------------------------------------------------
+TM = 5
+
+
+def _tree_data(seed=0, nan=False):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(200, TM)).astype(np.float32)
+    y = 2 * X[:, 0] + X[:, 1] * X[:, 2] + 0.5 * np.sin(3 * X[:, 3]) * X[:, 4]
+    if nan:
+        X[rng.random(X.shape) < 0.1] = np.nan
+    return X, y
+
+
+def _tree_model(kind):
+    xgb = pytest.importorskip("xgboost")
+    lgb = pytest.importorskip("lightgbm")
+    from sklearn import ensemble
+
+    X, y = _tree_data(nan=kind.startswith(("xgb", "lgb")))
+    yb, ym = (y > 0).astype(int), np.digitize(y, [-1.0, 1.0])
+    if kind == "xgb_reg":
+        return xgb.XGBRegressor(n_estimators=10, max_depth=4).fit(X, y), X
+    if kind == "xgb_bin":
+        return xgb.XGBClassifier(n_estimators=6, max_depth=3).fit(X, yb), X
+    if kind == "xgb_multi":
+        return xgb.XGBClassifier(n_estimators=4, max_depth=3).fit(X, ym), X
+    if kind == "lgb_reg":
+        return lgb.LGBMRegressor(n_estimators=8, num_leaves=9, min_child_samples=5, verbose=-1).fit(X, y), X
+    if kind == "lgb_multi":
+        return lgb.LGBMClassifier(n_estimators=3, num_leaves=7, min_child_samples=5, verbose=-1).fit(X, ym), X
+    if kind == "rf_reg":
+        return ensemble.RandomForestRegressor(n_estimators=4, max_depth=5, random_state=0).fit(X, y), X
+    if kind == "rf_clf":
+        return ensemble.RandomForestClassifier(n_estimators=4, max_depth=4, random_state=0).fit(X, ym), X
+    raise KeyError(kind)
+
+
+def _margin(model, kind):
+    if kind.startswith("xgb"):
+        return lambda Z: model.predict(np.asarray(Z), output_margin=True)
+    if kind.startswith("lgb"):
+        return lambda Z: model.predict(np.asarray(Z), raw_score=True)
+    return model.predict_proba if kind == "rf_clf" else model.predict
+
+
+@pytest.mark.parametrize("kind", ["xgb_reg", "xgb_bin", "xgb_multi", "lgb_reg", "lgb_multi", "rf_reg", "rf_clf"])
+def test_tree_path_dependent_interactions_equal_shap(kind):
+    shap = pytest.importorskip("shap")
+    model, X = _tree_model(kind)
+    rows = X[:10]
+    explainer = jaxshap.TreeExplainer(model)
+    ours = explainer.shap_interaction_values(rows)
+    theirs = np.asarray(shap.TreeExplainer(model).shap_interaction_values(rows))
+    if theirs.ndim == 4 and theirs.shape[0] != len(rows):  # older shap: a list per class
+        theirs = np.moveaxis(theirs, 0, -1)
+    assert ours.shape == theirs.shape
+    np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=2e-5 * max(1.0, np.abs(theirs).max()))
+    expl = explainer(rows, interactions=True)
+    np.testing.assert_allclose(np.asarray(expl.interaction_values).sum(2), expl.values, atol=2e-5)
+    np.testing.assert_allclose(expl.interaction_values, np.swapaxes(np.asarray(expl.interaction_values), 1, 2), atol=1e-6)
+
+
+def _cover_game(e, x):
+    """Path-dependent value function of an imported ensemble: follow x on S, cover-average elsewhere."""
+    from jaxshap._tree._ensemble import go_left
+
+    def expect(t, node, S):
+        f = e.feature[t, node]
+        if f < 0:
+            return e.value[t, node, 0]
+        left, right = e.left[t, node], e.right[t, node]
+        if f in S:
+            way = go_left(np.float64(x[f]), e.threshold[t, node], e.default_left[t, node], e.missing[t, node])
+            return expect(t, left if way else right, S)
+        return (e.cover[t, left] * expect(t, left, S) + e.cover[t, right] * expect(t, right, S)) / e.cover[t, node]
+
+    cache = {}
+    return lambda S: cache.setdefault(S, float(e.base[0] + sum(expect(t, 0, S) for t in range(e.n_trees))))
+
+
+def test_tree_path_dependent_interactions_match_the_definition():
+    from jaxshap._tree._import import import_model
+
+    model, X = _tree_model("xgb_reg")
+    e = import_model(model)
+    ours = jaxshap.TreeExplainer(model).shap_interaction_values(X[:3])
+    for r, x in enumerate(X[:3]):
+        terms = oracle("k-SII", _cover_game(e, x), TM, 2)
+        want = np.zeros((TM, TM))
+        for i in range(TM):
+            want[i, i] = terms[(i,)]
+            for j in range(i + 1, TM):
+                want[i, j] = want[j, i] = terms[(i, j)] / 2
+        np.testing.assert_allclose(ours[r], want, rtol=1e-4, atol=2e-5)
+
+
+@pytest.mark.parametrize("kind", ["xgb_multi", "rf_reg"])
+def test_tree_interventional_interactions_equal_exact_explainer(kind):
+    model, X = _tree_model(kind)
+    X = np.nan_to_num(X)
+    bg, rows = X[100:120], X[:4]
+    ours = jaxshap.TreeExplainer(model, bg)(rows, interactions=True)
+    margin = _margin(model, kind)
+    exact = jaxshap.ExactExplainer(lambda Z: np.asarray(margin(Z), np.float32), bg, index="k-SII")(rows)
+    np.testing.assert_allclose(ours.interaction_values, exact.interaction_values, rtol=1e-4, atol=2e-5)
+    np.testing.assert_allclose(np.asarray(ours.interaction_values).sum(2), ours.values, atol=2e-5)
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_tree_direct_evaluation_equals_tables(monkeypatch, background):
+    """Long paths (or tables over the budget) are evaluated per row: same values."""
+    from jaxshap._tree import _interactions as tree_interactions
+
+    model, X = _tree_model("xgb_multi")
+    bg = np.nan_to_num(X[100:120]) if background else None
+    rows = X[:6]
+    tabled = jaxshap.TreeExplainer(model, bg).shap_interaction_values(rows)
+    monkeypatch.setattr(tree_interactions, "MAX_PATH_SLOTS", 1)
+    monkeypatch.setattr(tree_interactions, "MAX_INTERVENTIONAL_SLOTS", 1)
+    explainer = jaxshap.TreeExplainer(model, bg)
+    direct = explainer.shap_interaction_values(rows)
+    assert any("table" not in g for g in explainer._interaction_groups)
+    np.testing.assert_allclose(direct, tabled, rtol=1e-5, atol=1e-6)
