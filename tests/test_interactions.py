@@ -171,7 +171,7 @@ def test_order_one_terms_are_shapley_and_banzhaf_values():
 
 @pytest.mark.parametrize("index", ["k-SII", "STII", "FSII"])
 def test_efficient_indices_sum_to_the_total_and_rows_to_shapley(index):
-    m = 5
+    m = 6
     value_fn, v, _ = table_game(m, seed=8)
     total = v(frozenset(range(m))) - v(frozenset())
     for k in (2, 3):

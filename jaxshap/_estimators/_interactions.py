@@ -42,7 +42,10 @@ sums of *weighted moments* of the coalition indicators: for order 2, one matrix 
 ``O(2**M M**k)`` per game, with no coefficient matrix of ``2**M`` rows per feature set. Faith-SHAP
 needs only the moments with the Shapley-kernel weights (the right-hand side of its normal
 equations); its Gram matrix depends only on the sizes ``|T u T'|`` and is solved once, in float64,
-for the given ``M`` and ``k``.
+for the given ``M`` and ``k``. That solved map multiplies rounding errors of the moments by at
+most its largest absolute row sum: about 20 for ``k = 2``, 100 for ``k = 3`` and 800 for
+``k = 4`` (so in float32, Faith-SHAP of order 3 and up is good to about ``1e-5`` relative;
+enable ``jax_enable_x64`` for more).
 
 Results are dense symmetric tensors: order ``t`` is ``[M] * t + [...]``, zero wherever two
 indices repeat, and ``I[i, j] == I[j, i]``.
