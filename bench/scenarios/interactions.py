@@ -59,11 +59,11 @@ def _max_diff(terms, reference, m: int, order: int) -> float:
     return worst
 
 
-def exact_rows(quick: bool) -> list[dict]:
+def exact_rows(quick: bool, sizes: tuple[int, ...] | None = None, indices: tuple[str, ...] | None = None) -> list[dict]:
     import shapiq
 
-    sizes = (8, 10) if quick else (10, 12, 14, 16)
-    indices = ("k-SII", "FSII") if quick else ("SII", "k-SII", "STII", "FSII")
+    sizes = sizes or ((8, 10) if quick else (10, 12, 14, 16))
+    indices = indices or (("k-SII", "FSII") if quick else ("SII", "k-SII", "STII", "FSII"))
     rows = []
     for m in sizes:
         value_fn, numpy_game, table = _table_game(m)
