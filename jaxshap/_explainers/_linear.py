@@ -11,6 +11,7 @@ import numpy as np
 from .._explanation import Explanation
 from .._algebra._gaussian import prepare, sample_moments
 from .._runtime._inputs import (
+    align_columns,
     as_key,
     as_matrix,
     check_finite,
@@ -20,6 +21,7 @@ from .._runtime._inputs import (
     is_traced,
     resolve_feature_names,
 )
+from .._runtime._shap_api import ShapAPI
 from .._algebra._linear import exact_transform, sampled_transform, to_data_units
 
 MAX_AUTO_EXACT_FEATURES = 16
@@ -71,7 +73,7 @@ def parse_linear_model(model: Any) -> tuple[jax.Array, jax.Array, bool]:
     return coef, intercept, single
 
 
-class LinearExplainer:
+class LinearExplainer(ShapAPI):
     r"""Exact Shapley values of a linear model :math:`f(x) = \beta x + b`.
 
     * ``"interventional"`` (default, as in shap): features are perturbed independently of each
@@ -220,6 +222,7 @@ class LinearExplainer:
           carries Monte-Carlo error shared by every row, which is not estimated).
         """
         del key
+        X = align_columns(X, self._data_names, "X")
         names = column_names(X)
         X = as_matrix(X, "X", dtype=self.mean.dtype)
         check_n_features(X, self.n_features, "X", "the model's coefficients")

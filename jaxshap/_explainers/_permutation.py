@@ -28,6 +28,8 @@ class PermutationExplainer(Explainer):
       feature_names: optional feature names.
       memory_budget: bytes of working memory one chunk of model evaluations may use (default
         512 MiB); memory grows with the chunk, not with the rows (see :class:`Explainer`).
+      link: ``"identity"`` or ``"logit"`` (explain the log-odds of a probability output, as
+        shap's ``link``; see :class:`jaxshap._runtime._explainer.Explainer`).
 
     Raises:
       ValueError: for an ``n_permutations`` that is not an even integer of at least 4.
@@ -41,9 +43,12 @@ class PermutationExplainer(Explainer):
         *,
         feature_names: Sequence[str] | None = None,
         memory_budget: int = DEFAULT_MEMORY_BUDGET,
+        link: str = "identity",
     ):
         self.n_permutations = check_walks(n_permutations, 4)
-        super().__init__(model, background, feature_names=feature_names, memory_budget=memory_budget)
+        super().__init__(
+            model, background, feature_names=feature_names, memory_budget=memory_budget, link=link
+        )
 
     def _coalitions_per_row(self) -> int:
         return self.n_permutations * (self.n_features - 1) + 2

@@ -11,7 +11,8 @@ import numpy as np
 
 from .._runtime._chunking import DEFAULT_MEMORY_BUDGET, map_chunks
 from .._explanation import Explanation
-from .._runtime._inputs import as_matrix, check_n_features, column_names, float_dtype, resolve_feature_names
+from .._runtime._inputs import align_columns, as_matrix, check_n_features, column_names, float_dtype, resolve_feature_names
+from .._runtime._shap_api import ShapAPI
 from ._import import import_model
 from ._interventional import interventional_tables_host, pair_shapley
 from ._path_dependent import expected_value, path_shapley, path_tables_host
@@ -64,7 +65,7 @@ def _explain_rows(groups: list, X: jax.Array, n_features: int, n_outputs: int, r
     return phi.reshape(X.shape[0], n_features, n_outputs)
 
 
-class TreeExplainer:
+class TreeExplainer(ShapAPI):
     r"""Exact SHAP values of a tree ensemble's raw output (margin), computed from its structure.
 
     Two value functions (Lundberg et al. 2020, "From local explanations to global understanding
@@ -224,6 +225,7 @@ class TreeExplainer:
         Returns:
           An :class:`Explanation`: ``values`` ``[n, M]`` for one output, else ``[n, M, K]``.
         """
+        X = align_columns(X, self._data_names, "X")
         names = column_names(X)
         X = as_matrix(X, "X", dtype=self.dtype)
         check_n_features(X, self.n_features, "X", "the model")
