@@ -2,7 +2,7 @@
 
 Public API (everything else is private):
 
-* Explainers: :class:`ExactExplainer`, :class:`PermutationExplainer`, :class:`KernelExplainer`,
+* Explainers: :class:`Explainer` (picks one as ``shap.Explainer`` does), :class:`ExactExplainer`, :class:`PermutationExplainer`, :class:`KernelExplainer`,
   :class:`LinearExplainer`, :class:`TreeExplainer`.
 * Result: :class:`Explanation`.
 * Interactions and effects: :func:`partial_dependence` (:class:`PartialDependence`),
@@ -14,6 +14,7 @@ Public API (everything else is private):
 
 from . import coalitions, datasets, estimators, maskers
 from ._runtime._chunking import DEFAULT_MEMORY_BUDGET
+from ._explainers._auto import Explainer
 from ._explainers._exact import ExactExplainer
 from ._explanation import Explanation
 from ._effects._functional_anova import FunctionalANOVA, functional_anova
@@ -29,6 +30,7 @@ __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_MEMORY_BUDGET",
     "ExactExplainer",
+    "Explainer",
     "Explanation",
     "FunctionalANOVA",
     "HStatistics",

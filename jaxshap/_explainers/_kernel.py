@@ -145,6 +145,14 @@ class KernelExplainer(Explainer):
             )
         self.third_order = bool(third_order) and m >= 3
 
+    def _check_n_features(self, n_features: int) -> None:
+        if type(self.masker).__name__ == "Partition":
+            raise ValueError(
+                "KernelExplainer computes Shapley values and has no Owen form for a maskers.Partition "
+                "hierarchy; use jaxshap.ExactExplainer or jaxshap.PermutationExplainer with that masker, or "
+                "maskers.Independent(data) for Shapley values."
+            )
+
     def _coalitions_per_row(self) -> int:
         return self.n_coalitions + 2
 

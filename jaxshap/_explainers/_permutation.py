@@ -4,10 +4,15 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+import jax
+import jax.numpy as jnp
+
 from .._runtime._chunking import DEFAULT_MEMORY_BUDGET
 from .._runtime._explainer import Explainer
 from .._runtime._inputs import check_walks
 from .._estimators._permutation import permutation_shapley
+from .._coalitions._hierarchy import consistent_ranks
+from ..maskers._partition import Partition
 
 
 class PermutationExplainer(Explainer):
@@ -54,5 +59,14 @@ class PermutationExplainer(Explainer):
         return self.n_permutations * (self.n_features - 1) + 2
 
     def _estimate(self, key, value_fn):
-        phi, stderr, v0, _ = permutation_shapley(key, value_fn, self.n_features, self.n_permutations)
+        ranks_fn = None
+        if isinstance(self.masker, Partition):  # Owen values: orders consistent with the hierarchy
+            node, side, size = (jnp.asarray(t) for t in self.masker.order_tables)
+            n_nodes = max(self.n_features - 1, 1)
+
+            def ranks_fn(k, pairs):
+                flips = jax.random.bernoulli(k, 0.5, (pairs, n_nodes)).astype(jnp.int32)
+                return consistent_ranks(flips, node, side, size)
+
+        phi, stderr, v0, _ = permutation_shapley(key, value_fn, self.n_features, self.n_permutations, ranks_fn)
         return phi, v0, stderr

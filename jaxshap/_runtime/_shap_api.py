@@ -22,6 +22,11 @@ def _is_one_row(X: Any) -> bool:
 class ShapAPI:
     """``shap_values(X)``, ``save(file)`` and ``load(file)`` as in shap's explainers."""
 
+    def __repr__(self) -> str:
+        chosen = getattr(self, "chosen_by_auto", None)
+        note = f", chosen by jaxshap.Explainer: {chosen}" if chosen else ""
+        return f"{type(self).__name__}(features={getattr(self, 'n_features', '?')}{note})"
+
     def shap_values(self, X: Any, key: Any = None, **kwargs: Any) -> np.ndarray:
         """SHAP values as a NumPy array with shap's shapes.
 
