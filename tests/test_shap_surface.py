@@ -398,3 +398,17 @@ def test_explainers_pickle_and_save(tmp_path):
             again = jaxshap.Explainer.load(path)
         assert type(again) is type(ex)
         np.testing.assert_allclose(again.shap_values(X), before, atol=1e-6, err_msg=type(ex).__name__)
+
+
+def test_one_row_series_and_sparse_batches():
+    sp = pytest.importorskip("scipy.sparse")
+    cols = ["age", "bmi", "bp", "s1"]
+    ex = jaxshap.ExactExplainer(regress, pd.DataFrame(BG, columns=cols))
+    row = pd.DataFrame(X, columns=cols).iloc[2]
+    want = np.asarray(ex(X[2:3]).values)[0]
+    np.testing.assert_allclose(ex.shap_values(row[cols[::-1]]), want, atol=1e-6)  # matched by label
+    with pytest.raises(ValueError, match=r"one row, a Series.*missing \['s1'\]"):
+        ex(row.rename({"s1": "sex"}))
+    batches = list(ex.explain_batches(sp.csr_matrix(X), batch_size=2))  # last batch padded
+    got = np.concatenate([np.asarray(b.values) for b in batches])
+    np.testing.assert_allclose(got, np.asarray(ex(X).values), atol=1e-6)

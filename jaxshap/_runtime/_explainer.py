@@ -452,7 +452,7 @@ class Explainer(ShapAPI):
             batch = batches.iloc[start:stop] if frame else batches[start:stop]
             if stop - start < batch_size and start > 0:  # pad the last batch: no new compilation
                 names = column_names(batch)
-                part = np.asarray(batch.to_numpy() if frame else batch)
+                part = np.asarray(batch.to_numpy() if frame else (batch.toarray() if is_sparse(batch) else batch))
                 pad = np.broadcast_to(part[:1], (batch_size - (stop - start),) + part.shape[1:])
                 batch = _Named(np.concatenate([part, pad]), names) if names else np.concatenate([part, pad])
             yield batch, stop - start

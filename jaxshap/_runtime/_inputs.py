@@ -114,10 +114,14 @@ def align_columns(x: Any, reference: Sequence[str] | None, name: str = "X") -> A
     Raises:
       ValueError: naming the missing and the unexpected columns.
     """
-    names = column_names(x)
-    if names is None or reference is None:
+    if reference is None:
         return x
     reference = [str(r) for r in reference]
+    if getattr(x, "ndim", None) == 1 and hasattr(x, "index") and hasattr(x, "to_numpy"):
+        return _align_series(x, reference, name)
+    names = column_names(x)
+    if names is None:
+        return x
     if names == reference:
         return x
     missing = [r for r in reference if r not in names]
@@ -135,6 +139,23 @@ def align_columns(x: Any, reference: Sequence[str] | None, name: str = "X") -> A
             f"the background's columns {reference} (in any order: they are matched by name)."
         )
     return x.iloc[:, [names.index(r) for r in reference]]
+
+
+def _align_series(x: Any, reference: list[str], name: str) -> Any:
+    """One row given as a pandas Series (``df.iloc[0]``): its index labels are the column names."""
+    labels = [str(i) for i in x.index]
+    if labels == reference:
+        return x
+    if sorted(labels) == sorted(reference) and len(set(labels)) == len(labels):
+        return x.iloc[[labels.index(r) for r in reference]]
+    if any(isinstance(i, str) for i in x.index):
+        missing = [r for r in reference if r not in labels]
+        extra = [c for c in labels if c not in reference]
+        raise ValueError(
+            f"`{name}` (one row, a Series) has labels that do not match the background's columns: missing "
+            f"{missing}, not in the background {extra}. Pass a row with the background's columns {reference}."
+        )
+    return x  # a Series with a positional index: its values are taken in order
 
 
 def check_finite_rows(values: Any, name: str, what: str, inputs: Any = None) -> None:
