@@ -1,6 +1,7 @@
 """The shap user's surface (issue 16): drop-in calls, links, backgrounds, data frames, model
 errors and saving, each checked against shap on identical inputs or a brute-force oracle."""
 
+import functools
 import itertools
 import pickle
 import warnings
@@ -50,6 +51,12 @@ def nan_tolerant(Z):
     """A NumPy model that handles missing values itself (as XGBoost does): NaN counts as 0.5."""
     Z = np.asarray(Z, np.float64)
     return regress(np.where(np.isnan(Z), 0.5, Z))
+
+
+@functools.lru_cache(maxsize=None)
+def exact_regress():
+    """One shared ExactExplainer(regress, BG): its compiled programs are reused across tests."""
+    return jaxshap.ExactExplainer(regress, BG)
 
 
 # --- 1. shap_values / expected_value / jaxshap.Explainer -------------------------------------------
@@ -172,6 +179,11 @@ def test_output_names_from_classes():
     assert expl.output_names == ["ant", "bee", "cat"]
     np.testing.assert_array_equal(np.asarray(expl[..., "cat"].values), np.asarray(expl.values)[..., 2])
     np.testing.assert_allclose(np.asarray(expl.values).sum(1) + np.asarray(expl.base_values), clf.predict_proba(X), atol=1e-5)
+    assert jaxshap.LinearExplainer(clf, BG)(X).output_names == ["ant", "bee", "cat"]
+    from sklearn.tree import DecisionTreeClassifier
+
+    tree = DecisionTreeClassifier(max_depth=3, random_state=0).fit(BG, y)
+    assert jaxshap.TreeExplainer(tree)(X).output_names == ["ant", "bee", "cat"]
 
 
 # --- 4. backgrounds as shap takes them ---------------------------------------------------------------
@@ -290,7 +302,7 @@ def test_mixed_and_nullable_columns():
         }
     )
     dense = frame.to_numpy(dtype=np.float64).astype(np.float32)
-    ex = jaxshap.ExactExplainer(regress, BG)
+    ex = exact_regress()
     np.testing.assert_allclose(np.asarray(ex(frame).values), np.asarray(ex(dense).values), atol=1e-6)
     with_na = frame.copy()
     with_na.loc[1, "i"] = pd.NA  # becomes NaN, handed to the model
@@ -304,7 +316,7 @@ def test_sparse_rows_and_background():
     sp = pytest.importorskip("scipy.sparse")
     Xs = np.where(np.abs(X) > 0.7, X, 0).astype(np.float32)
     ex = jaxshap.ExactExplainer(regress, sp.csr_matrix(BG))
-    dense = jaxshap.ExactExplainer(regress, BG)(Xs)
+    dense = exact_regress()(Xs)
     got = ex(sp.csr_matrix(Xs))
     np.testing.assert_allclose(np.asarray(got.values), np.asarray(dense.values), atol=1e-6)
     assert got.values.shape == (5, M)
@@ -319,7 +331,7 @@ def test_nan_in_X_goes_to_the_model_as_in_shap():
     np.testing.assert_allclose(np.asarray(ours.values), ref.values, atol=2e-5)
     assert np.isnan(np.asarray(ours.data)[1, 2])
     with pytest.raises(ValueError, match=r"NaN or inf for 1 row\(s\) of `X` \(rows 1\).*first at index \(1, 2\)"):
-        jaxshap.ExactExplainer(regress, BG)(Xn)
+        exact_regress()(Xn)
     with pytest.raises(ValueError, match=r"NaN or inf for 2 row\(s\) of `X` \(rows 0, 3\)"):
         jaxshap.KernelExplainer(lambda Z: np.where(np.asarray(Z)[:, 0] > 5, np.nan, 1.0), BG)(
             np.where(np.arange(5)[:, None] % 3 == 0, 9.0, X).astype(np.float32)
@@ -334,7 +346,7 @@ def test_zero_rows_complex_input_and_bad_keys():
         assert (expl.stderr is None) == isinstance(ex, jaxshap.ExactExplainer)
         assert ex.shap_values(np.zeros((0, M))).shape == (0, M) + k
     with pytest.raises(TypeError, match="`X` holds complex numbers"):
-        jaxshap.ExactExplainer(regress, BG)(X.astype(np.complex64))
+        exact_regress()(X.astype(np.complex64))
     with pytest.raises(TypeError, match="`background` holds complex numbers"):
         jaxshap.ExactExplainer(regress, BG.astype(np.complex64))
     ex = jaxshap.PermutationExplainer(regress, BG, n_permutations=4)
@@ -382,7 +394,7 @@ def test_explainers_pickle_and_save(tmp_path):
 
     y = regress(BG)
     exps = [
-        jaxshap.ExactExplainer(regress, BG, link="identity"),
+        exact_regress(),
         jaxshap.PermutationExplainer(jregress, jaxshap.maskers.Partition(BG), n_permutations=4),
         jaxshap.KernelExplainer(p_one, BG, n_coalitions=FULL, link="logit"),
         jaxshap.LinearExplainer(LinearRegression().fit(BG, y), BG),

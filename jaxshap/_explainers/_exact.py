@@ -23,6 +23,10 @@ class ExactExplainer(Explainer):
     evaluations, made in large batches under ``memory_budget``. Works inside ``jax.jit`` and
     ``jax.grad`` for JAX models.
 
+    With a :class:`jaxshap.maskers.Partition` masker it computes the exact Owen values over the
+    masker's feature hierarchy instead, from only the coalitions that hierarchy needs (see
+    :func:`jaxshap._estimators._owen.owen_exact`); the 20-feature limit then does not apply.
+
     Example::
 
         ex = jaxshap.ExactExplainer(model, background)

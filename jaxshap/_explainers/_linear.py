@@ -21,6 +21,7 @@ from .._runtime._inputs import (
     is_traced,
     resolve_feature_names,
 )
+from .._runtime._model import output_names_of
 from .._runtime._shap_api import ShapAPI
 from .._algebra._linear import exact_transform, sampled_transform, to_data_units
 
@@ -139,6 +140,7 @@ class LinearExplainer(ShapAPI):
         check_walks(n_permutations, 2)
         self.feature_perturbation = feature_perturbation
         coef, intercept, self._single = parse_linear_model(model)
+        self._output_names = output_names_of(model, coef.shape[0])  # a classifier's classes_
         correlated = feature_perturbation == "correlation_dependent"
         mean, cov, names = self._moments(data, coef.shape[1], need_cov=correlated)
         dtype = jnp.result_type(mean.dtype, jnp.float32)
@@ -231,7 +233,7 @@ class LinearExplainer(ShapAPI):
         if self._single:
             values, base = values[..., 0], base[..., 0]
         feature_names = resolve_feature_names(self._names, self.n_features, self._data_names, names)
-        output_names = None if self._single else [f"Output {k}" for k in range(self.coef.shape[0])]
+        output_names = None if self._single else self._output_names or [f"Output {k}" for k in range(self.coef.shape[0])]
         return Explanation(values, base, X, None, feature_names, output_names)
 
 

@@ -24,6 +24,10 @@ class PermutationExplainer(Explainer):
     for every estimate; ``stderr`` is the spread across antithetic pairs over the square root of
     their number (see :func:`jaxshap.estimators.permutation_shapley`).
 
+    With a :class:`jaxshap.maskers.Partition` masker the permutations are drawn consistent with
+    the masker's feature hierarchy (each node swaps its two children with probability 1/2), so
+    the estimate is of the Owen values (shap's PermutationExplainer does the same).
+
     Args:
       model: callable ``[n, M] -> [n]`` or ``[n, K]`` (JAX or NumPy).
       background: background rows ``[B, M]`` or a masker.

@@ -158,6 +158,11 @@ def _align_series(x: Any, reference: list[str], name: str) -> Any:
     return x  # a Series with a positional index: its values are taken in order
 
 
+@jax.jit
+def _all_finite(values: jax.Array) -> jax.Array:
+    return jnp.isfinite(values).all()
+
+
 def check_finite_rows(values: Any, name: str, what: str, inputs: Any = None) -> None:
     """Raise a ``ValueError`` naming the first rows where ``values`` ``[n, ...]`` is NaN or inf.
 
@@ -166,11 +171,11 @@ def check_finite_rows(values: Any, name: str, what: str, inputs: Any = None) -> 
     When ``inputs`` (the rows ``[n, M]``) is given and holds NaN or inf in a bad row, the message
     points at the first such entry. No-op for traced arrays.
     """
-    if is_traced(values) or values is None:
+    if is_traced(values) or values is None or np.size(values) == 0:
         return
+    if isinstance(values, jax.Array) and bool(_all_finite(values)):
+        return  # checked where the values lie: nothing is copied to the host
     arr = np.asarray(values)
-    if arr.size == 0:
-        return
     finite = np.isfinite(arr.reshape(arr.shape[0], -1)).all(axis=1)
     if finite.all():
         return

@@ -12,6 +12,7 @@ import numpy as np
 from .._runtime._chunking import DEFAULT_MEMORY_BUDGET, map_chunks
 from .._explanation import Explanation
 from .._runtime._inputs import align_columns, as_matrix, check_n_features, column_names, float_dtype, resolve_feature_names
+from .._runtime._model import output_names_of
 from .._runtime._shap_api import ShapAPI
 from ._import import import_model
 from ._interventional import interventional_tables_host, pair_shapley
@@ -139,6 +140,7 @@ class TreeExplainer(ShapAPI):
         self.ensemble = import_model(model)
         paths = decompose(self.ensemble)
         self.n_features, self.n_outputs = paths.n_features, paths.n_outputs
+        self._output_names = output_names_of(model, self.n_outputs)  # a classifier's classes_
         self.dtype = jnp.dtype(dtype) if dtype is not None else float_dtype(np.zeros(0, np.float32))
         self._names = feature_names
         self._data_names = column_names(data) if data is not None else None
@@ -235,5 +237,5 @@ class TreeExplainer(ShapAPI):
         if single:
             phi, base = phi[..., 0], base[..., 0]
         feature_names = resolve_feature_names(self._names, self.n_features, self._data_names, names)
-        output_names = None if single else [f"Output {k}" for k in range(self.n_outputs)]
+        output_names = None if single else self._output_names or [f"Output {k}" for k in range(self.n_outputs)]
         return Explanation(phi, base, X, None, feature_names, output_names)
