@@ -116,6 +116,20 @@ class Explanation:
             return self._output_names
         return list(self._output_names)
 
+    _SHAP_ONLY = frozenset(
+        {"display_data", "error_std", "clustering", "hierarchical_values", "lower_bounds", "upper_bounds",
+         "main_effects", "instance_names", "output_indexes", "op_history", "compute_time", "hclust"}
+    )
+
+    def __getattr__(self, name: str) -> Any:
+        # only reached for missing attributes: the shap.Explanation fields shap's plots read
+        if name in Explanation._SHAP_ONLY:
+            raise AttributeError(
+                f"jaxshap.Explanation has no {name!r}: it is not a shap.Explanation. shap's plots need one: "
+                "pass expl.to_shap() (or call the same plot from jaxshap.plots, which converts for you)."
+            )
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     @property
     def shape(self) -> tuple[int, ...]:
         return tuple(np.shape(self.values))

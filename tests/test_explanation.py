@@ -242,3 +242,16 @@ def test_indexing_keeps_a_pytree():
     leaves, treedef = jax.tree_util.tree_flatten(expl)
     back = jax.tree_util.tree_unflatten(treedef, leaves)
     assert back.feature_names == ["a", "c"] and back[:, "c"].values.shape == (10,)
+
+
+def test_shap_plots_point_to_to_shap_and_jaxshap_plots_convert(tmp_path):
+    shap = pytest.importorskip("shap")
+    pytest.importorskip("matplotlib")
+    expl = explain()
+    with pytest.raises(AttributeError, match=r"not a shap.Explanation.*expl.to_shap\(\)"):
+        shap.plots.force(expl)  # shap reads shap-only fields of what it is given
+    with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
+        expl.nothing
+    assert render(lambda: jaxshap.plots.beeswarm(expl, show=False), tmp_path / "bees.png") > 1000
+    assert render(lambda: jaxshap.plots.waterfall(expl[0], show=False), tmp_path / "water.png") > 1000
+    assert render(lambda: jaxshap.plots.scatter(expl[:, "b"], color=expl, show=False), tmp_path / "dep.png") > 1000
