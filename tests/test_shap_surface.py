@@ -288,6 +288,8 @@ def test_dataframe_columns_are_matched_by_name():
         ex(x.rename(columns={"s1": "sex"}))
     with pytest.raises(ValueError, match=r"not in the background \['extra'\]"):
         ex(x.assign(extra=1.0))
+    streamed = list(ex.explain_batches(x[cols[::-1]], batch_size=2))  # the last batch is padded
+    np.testing.assert_array_equal(np.concatenate([np.asarray(b.values) for b in streamed]), np.asarray(straight.values))
     lin = jaxshap.LinearExplainer((np.arange(1.0, 5.0), 0.5), bg)
     np.testing.assert_allclose(np.asarray(lin(x[cols[::-1]]).values), np.asarray(lin(x).values))
 

@@ -407,6 +407,8 @@ class Explainer(ShapAPI):
         key = as_key(key)
         show = wants_progress(progress)
         is_array = getattr(batches, "ndim", None) == 2 and hasattr(batches, "shape")
+        if is_array:  # a DataFrame's columns are matched to the background's once, before it is cut
+            batches = align_columns(batches, self.masker.feature_names, "X")
         if is_array:
             total = int(batches.shape[0])
         elif isinstance(batches, (list, tuple)):
