@@ -255,3 +255,14 @@ def test_shap_plots_point_to_to_shap_and_jaxshap_plots_convert(tmp_path):
     assert render(lambda: jaxshap.plots.beeswarm(expl, show=False), tmp_path / "bees.png") > 1000
     assert render(lambda: jaxshap.plots.waterfall(expl[0], show=False), tmp_path / "water.png") > 1000
     assert render(lambda: jaxshap.plots.scatter(expl[:, "b"], color=expl, show=False), tmp_path / "dep.png") > 1000
+
+
+def test_indexing_carries_interaction_values_when_present():
+    """Row and output picks slice an interaction_values field [n, M, M(, K)]; a feature pick drops it."""
+    expl = explain(2)
+    expl = jaxshap.Explanation(expl.values, expl.base_values, expl.data, None, expl.feature_names, ["x", "y"])
+    inter = np.arange(10 * 4 * 4 * 2, dtype=np.float32).reshape(10, 4, 4, 2)
+    expl.interaction_values = inter
+    np.testing.assert_array_equal(np.asarray(expl[3].interaction_values), inter[3])
+    np.testing.assert_array_equal(np.asarray(expl[2:5, :, "y"].interaction_values), inter[2:5, ..., 1])
+    assert expl[:, "a"].interaction_values is None
