@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import pickle
+import warnings
 from typing import Any, Sequence
 
 from .._runtime._links import resolve_link
@@ -96,7 +97,11 @@ class Explainer(abc.ABC):
             raise ValueError(f"`algorithm` must be one of {ALGORITHMS}; got {algorithm!r}.")
         link = resolve_link(link)
         if masker is not None and not hasattr(masker, "coalition_values"):
-            masker = Independent(masker)  # shap's default: at most 100 rows, with a warning
+            with warnings.catch_warnings(record=True) as caught:  # re-issued at the caller's line
+                warnings.simplefilter("always")
+                masker = Independent(masker)  # shap's default: at most 100 rows, with a warning
+            for w in caught:
+                warnings.warn(w.message, w.category, stacklevel=2)
         names = {"feature_names": feature_names} if feature_names is not None else {}
         plain = masker is None or type(masker) is Independent
 
