@@ -5,11 +5,14 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import jax
+import jax.numpy as jnp
 
 from .._coalitions._masks import all_masks
 from .._estimators._exact import exact_shapley
 from .._estimators._interactions import INDICES, shapley_and_interactions
+from .._estimators._owen import owen_exact
 from .._runtime._explainer import Explainer
+from ..maskers._partition import MAX_OWEN_COALITIONS, Partition
 
 MAX_EXACT_FEATURES = 20
 
@@ -50,6 +53,11 @@ class ExactExplainer(Explainer):
     * ``"BII"``: the Banzhaf interaction index: the diagonal holds the Banzhaf values; rows do
       not sum to ``values``.
 
+    With a :class:`jaxshap.maskers.Partition` masker it computes the exact Owen values over the
+    masker's feature hierarchy instead, from only the coalitions that hierarchy needs (see
+    :func:`jaxshap._estimators._owen.owen_exact`); the 20-feature limit then does not apply, and
+    interaction values are not available.
+
     Example::
 
         ex = jaxshap.ExactExplainer(model, background)
@@ -77,7 +85,27 @@ class ExactExplainer(Explainer):
         self._shapley_block = self._block
         self._interaction_block = jax.jit(self._explain_block_interactions, static_argnums=(5, 6, 7, 8))
 
+    def __getstate__(self) -> dict:
+        state = super().__getstate__()
+        state.pop("_shapley_block", None)
+        state.pop("_interaction_block", None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        self._interactions = False
+        self._shapley_block = self._block
+        self._interaction_block = jax.jit(self._explain_block_interactions, static_argnums=(5, 6, 7, 8))
+
     def _check_n_features(self, n_features: int) -> None:
+        if isinstance(self.masker, Partition):  # exact Owen values: only the hierarchy's coalitions
+            c = self.masker.owen_coalitions[0].shape[0]
+            if c > MAX_OWEN_COALITIONS:
+                raise ValueError(
+                    f"exact Owen values over this feature hierarchy need {c:,} coalitions per row (more than "
+                    f"{MAX_OWEN_COALITIONS:,}); use jaxshap.PermutationExplainer with the Partition masker."
+                )
+            return
         if n_features > MAX_EXACT_FEATURES:
             raise ValueError(
                 f"ExactExplainer enumerates 2**M coalitions and supports at most {MAX_EXACT_FEATURES} "
@@ -86,6 +114,8 @@ class ExactExplainer(Explainer):
             )
 
     def _coalitions_per_row(self) -> int:
+        if isinstance(self.masker, Partition):
+            return self.masker.owen_coalitions[0].shape[0]
         return 2**self.n_features
 
     def _explain_block_interactions(self, *args):
@@ -97,6 +127,9 @@ class ExactExplainer(Explainer):
             self._interactions = previous
 
     def _estimate(self, key, value_fn):
+        if isinstance(self.masker, Partition):  # Owen values over the masker's hierarchy
+            phi, v0, _ = owen_exact(value_fn, *self.masker.owen_coalitions)
+            return phi, v0, None
         if not self._interactions:
             phi, v0, _ = exact_shapley(value_fn, self.n_features)
             return phi, v0, None
@@ -123,8 +156,18 @@ class ExactExplainer(Explainer):
         want = self.index is not None if interactions is None else bool(interactions)
         if not want:
             return super().__call__(X, key, **kwargs)
+        if isinstance(self.masker, Partition):
+            raise ValueError(
+                "interaction values need all 2**M coalitions; with a Partition masker ExactExplainer "
+                "computes Owen values only. Use a background array or jaxshap.maskers.Independent."
+            )
         self._block, self._interactions = self._interaction_block, True
         try:
-            return super().__call__(X, key, **kwargs)
+            expl = super().__call__(X, key, **kwargs)
         finally:
             self._block, self._interactions = self._shapley_block, False
+        if expl.interaction_values is None:  # zero rows: the base class built the result itself
+            values = expl.values
+            expl.stderr = None
+            expl.interaction_values = jnp.zeros(values.shape[:2] + values.shape[1:], values.dtype)
+        return expl
