@@ -15,6 +15,7 @@ Public API (everything else is private):
 from . import coalitions, datasets, estimators, maskers
 from ._runtime._chunking import DEFAULT_MEMORY_BUDGET
 from ._explainers._exact import ExactExplainer
+from ._explainers._gradient import GradientExplainer, integrated_gradients
 from ._explanation import Explanation
 from ._effects._functional_anova import FunctionalANOVA, functional_anova
 from ._effects._hstats import HStatistics, h_statistic
@@ -31,6 +32,7 @@ __all__ = [
     "ExactExplainer",
     "Explanation",
     "FunctionalANOVA",
+    "GradientExplainer",
     "HStatistics",
     "KernelExplainer",
     "LinearExplainer",
@@ -42,6 +44,7 @@ __all__ = [
     "estimators",
     "functional_anova",
     "h_statistic",
+    "integrated_gradients",
     "maskers",
     "partial_dependence",
 ]
