@@ -13,6 +13,7 @@ Public API (everything else is private):
 """
 
 from . import coalitions, datasets, estimators, maskers
+from ._explainers._amortized import AmortizedExplainer
 from ._runtime._chunking import DEFAULT_MEMORY_BUDGET
 from ._explainers._exact import ExactExplainer
 from ._explainers._gradient import GradientExplainer, integrated_gradients
@@ -28,6 +29,7 @@ from ._tree import TreeExplainer
 __version__ = "0.1.0"
 
 __all__ = [
+    "AmortizedExplainer",
     "DEFAULT_MEMORY_BUDGET",
     "ExactExplainer",
     "Explanation",
