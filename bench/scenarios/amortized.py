@@ -7,11 +7,12 @@ For M = 8, 16, 32 (a tanh MLP(64), 100 background rows): train the amortized exp
   reference values (exact up to 14 features, else KernelSHAP with 16384 coalitions per row,
   whose own relative standard error is reported);
 * its warm throughput on a large batch (rows per second);
-* KernelExplainer's error and throughput over a ladder of budgets; the *equal-error* budget is
-  the smallest whose error is at most the amortized explainer's (or the smallest budget, when
-  even that is more accurate: then the comparison favours Kernel);
-* the speed-up at equal error and the break-even number of rows, ``train_s / (1/r_kernel -
-  1/r_amortized)``, beyond which training plus amortized explaining is faster than Kernel.
+* KernelExplainer's error and throughput over a ladder of budgets; the budget compared is the
+  smallest whose error is at most the amortized explainer's. When that is Kernel's smallest
+  budget, Kernel is *more* accurate there (equal error lies below what KernelSHAP can spend) and
+  the comparison favours Kernel; compare the two error columns;
+* the speed-up and the break-even number of rows, ``train_s / (1/r_kernel - 1/r_amortized)``,
+  beyond which training plus amortized explaining is faster than Kernel.
 """
 
 from __future__ import annotations
@@ -69,10 +70,13 @@ def run(quick: bool = False) -> dict:
         ladder = []
         for budget in budgets:
             kernel = jaxshap.KernelExplainer(model, background, budget)
-            _, k_warm = timed(lambda: kernel(X_test, key=jax.random.key(3)).values, repeat=1)
+            _, k_warm = timed(lambda: kernel(X_test, key=jax.random.key(3)).values, repeat=1 if quick else 2)
             k_err = _relative(kernel(X_test, key=jax.random.key(3)).values, ref.values)
             ladder.append({"M": m, "Kernel coalitions": budget, "rel err": k_err, "rows/s (warm)": n_test / k_warm})
         ladders += ladder
+        # the cheapest Kernel run at least as accurate as the amortized explainer; when that is
+        # Kernel's smallest budget, Kernel is more accurate there (equal error is below its reach)
+        # and the comparison favours Kernel; when no budget is, the largest one (favours Kernel too)
         matching = [r for r in ladder if r["rel err"] <= err]
         equal = matching[0] if matching else ladder[-1]
         k_rate = equal["rows/s (warm)"]
@@ -89,10 +93,10 @@ def run(quick: bool = False) -> dict:
                 "reference rel stderr": ref_se,
                 "amortized rows/s (warm)": rate,
                 "amortized compile+first s": first,
-                "Kernel budget at equal err": equal["Kernel coalitions"] if matching else f">{equal['Kernel coalitions']}",
+                "Kernel budget compared": equal["Kernel coalitions"] if matching else f"{equal['Kernel coalitions']} (less accurate)",
                 "Kernel rel err there": equal["rel err"],
                 "Kernel rows/s there": k_rate,
-                "speed-up at equal err": rate / k_rate,
+                "speed-up": rate / k_rate,
                 "break-even rows": train_s / per_row_saving if per_row_saving > 0 else float("inf"),
                 "efficiency err": eff,
             }
@@ -100,7 +104,7 @@ def run(quick: bool = False) -> dict:
         scale = max(1.0, float(np.abs(fx).max()))
         checks[f"M={m}: efficiency to float rounding"] = eff < 1e-5 * scale
         if not quick:
-            checks[f"M={m}: at least 100x Kernel's throughput at equal error"] = rate / k_rate >= 100
+            checks[f"M={m}: at least 100x the throughput of Kernel at equal or lower Kernel error"] = rate / k_rate >= 100
     notes = [
         "Throughput: the amortized explainer on "
         f"{n_bulk} rows in one call (network + one model evaluation per row); Kernel on the {n_test} test rows.",
