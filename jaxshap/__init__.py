@@ -2,19 +2,23 @@
 
 Public API (everything else is private):
 
-* Explainers: :class:`ExactExplainer`, :class:`PermutationExplainer`, :class:`KernelExplainer`,
-  :class:`LinearExplainer`, :class:`TreeExplainer`.
+* Explainers: :class:`Explainer` (picks one as ``shap.Explainer`` does), :class:`ExactExplainer`,
+  :class:`PermutationExplainer`, :class:`KernelExplainer`, :class:`LinearExplainer`,
+  :class:`TreeExplainer`; for differentiable models :class:`GradientExplainer` (expected
+  gradients), :func:`integrated_gradients` and :class:`AmortizedExplainer` (FastSHAP).
 * Result: :class:`Explanation`.
 * Interactions and effects: :func:`partial_dependence` (:class:`PartialDependence`),
   :func:`h_statistic` (:class:`HStatistics`), :func:`functional_anova` (:class:`FunctionalANOVA`).
 * Submodules: :mod:`jaxshap.maskers` (value functions), :mod:`jaxshap.estimators` (estimator
   kernels on any value function), :mod:`jaxshap.coalitions` (masks, weights, sampling),
-  :mod:`jaxshap.datasets` (data shipped with the package).
+  :mod:`jaxshap.datasets` (data shipped with the package), :mod:`jaxshap.plots` (shap's plots
+  on jaxshap results).
 """
 
-from . import coalitions, datasets, estimators, maskers
+from . import coalitions, datasets, estimators, maskers, plots
 from ._explainers._amortized import AmortizedExplainer
 from ._runtime._chunking import DEFAULT_MEMORY_BUDGET
+from ._explainers._auto import Explainer
 from ._explainers._exact import ExactExplainer
 from ._explainers._gradient import GradientExplainer, integrated_gradients
 from ._explanation import Explanation
@@ -32,6 +36,7 @@ __all__ = [
     "AmortizedExplainer",
     "DEFAULT_MEMORY_BUDGET",
     "ExactExplainer",
+    "Explainer",
     "Explanation",
     "FunctionalANOVA",
     "GradientExplainer",
@@ -49,4 +54,5 @@ __all__ = [
     "integrated_gradients",
     "maskers",
     "partial_dependence",
+    "plots",
 ]

@@ -233,6 +233,13 @@ def test_gradient_explainer_errors(problem):
         jaxshap.GradientExplainer(model, background, local_smoothing=-1.0)
     with pytest.raises(ValueError, match="background"):
         jaxshap.GradientExplainer(model, np.zeros((0, 4)))
+    weighted = jaxshap.maskers.Independent(background, weights=np.arange(1, 9))
+    with pytest.raises(ValueError, match="weighted"):
+        jaxshap.GradientExplainer(model, weighted)
+    with pytest.raises(ValueError, match="weighted"):
+        jaxshap.AmortizedExplainer(model, weighted)
+    many = np.random.default_rng(0).normal(size=(150, 4)).astype(np.float32)
+    assert jaxshap.GradientExplainer(model, many).background.shape == (150, 4)  # no subsample
     ex = jaxshap.GradientExplainer(model, background, n_samples=4)
     with pytest.raises(ValueError, match="features"):
         ex(X[:, :3])

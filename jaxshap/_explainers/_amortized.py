@@ -34,6 +34,7 @@ from .._runtime._inputs import (
 from .._runtime._model import wrap_model
 from .._runtime._progress import ProgressBar, wants_progress
 from ..maskers import Independent
+from ._gradient import reject_weights
 from ._row_blocks import run_blocks
 
 FORMAT_VERSION = 1
@@ -97,7 +98,8 @@ class AmortizedExplainer:
     Args:
       model: callable ``[n, M] -> [n]`` or ``[n, K]`` (JAX, or a NumPy callable evaluated on the
         host, slower to train on).
-      background: background rows ``[B, M]`` (array or DataFrame) or a
+      background: background rows ``[B, M]`` (array or DataFrame; more than 100 rows are
+        subsampled with a warning, as every masker does) or an unweighted
         :class:`jaxshap.maskers.Independent` masker.
       hidden: widths of the explainer network's hidden layers (default ``(256, 256)``).
       n_coalitions: coalitions per training row and step, an even number (pairs), default 32.
@@ -142,6 +144,7 @@ class AmortizedExplainer:
         if background is None:
             raise ValueError("`background` is required: pass background rows [B, M] (for example 100 training rows).")
         masker = background if isinstance(background, Independent) else Independent(background)
+        reject_weights(masker, "AmortizedExplainer")
         self.masker = masker
         self.n_features = masker.n_features
         self.hidden = _check_hidden(hidden)

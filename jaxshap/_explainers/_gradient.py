@@ -45,6 +45,16 @@ def differentiable_model(model: Callable, n_features: int, dtype: Any, probe: ja
     return wrapped
 
 
+def reject_weights(masker: Any, who: str) -> None:
+    """Raise for a weighted background (a k-means summary): its rows would be used unweighted."""
+    if getattr(masker, "weights", None) is not None:
+        raise ValueError(
+            f"{who} draws background rows uniformly and does not support a weighted background "
+            "(such as shap.kmeans centres with weights); pass background rows, for example a random "
+            "sample of 100 to 1000 training rows."
+        )
+
+
 def _bytes_per_point(model: Model, n_features: int, dtype: Any) -> int:
     """Working memory of one gradient evaluation: a forward pass kept for ``K`` reverse passes."""
     itemsize = jnp.dtype(dtype).itemsize
@@ -93,8 +103,9 @@ class GradientExplainer:
 
     Args:
       model: JAX-traceable callable ``[n, M] -> [n]`` or ``[n, K]`` (it is differentiated).
-      background: background rows ``[B, M]`` (array or DataFrame) or a
-        :class:`jaxshap.maskers.Independent` masker (its rows are used).
+      background: background rows ``[B, M]`` (array or DataFrame; every row is kept, as the cost
+        does not grow with them) or an unweighted :class:`jaxshap.maskers.Independent` masker
+        (its rows are used).
       n_samples: gradient evaluations per explained row (shap's ``nsamples``, default 200); an
         integer of at least 2.
       local_smoothing: standard deviation of Gaussian noise added to the explained row in each
@@ -133,7 +144,9 @@ class GradientExplainer:
             raise ValueError(f"`local_smoothing` must be a non-negative number (a noise standard deviation); got {local_smoothing!r}.")
         if background is None:
             raise ValueError("`background` is required: pass background rows [B, M] (for example 100 training rows).")
-        masker = background if isinstance(background, Independent) else Independent(background)
+        # every background row is kept (the cost is n_samples per row, whatever their number)
+        masker = background if isinstance(background, Independent) else Independent(background, max_samples=None)
+        reject_weights(masker, "GradientExplainer")
         self.background = masker.data
         self.n_features = masker.n_features
         self.n_samples = int(n_samples)
