@@ -40,7 +40,7 @@ def test_effects_raise_on_non_finite_model_output(which):
     with pytest.raises(ValueError, match=r"`model` returned NaN or inf") as err:
         call()
     # names the offending row of X (or grid point) so the user can look at it
-    where = r"grid point\(s\) \[1\]" if which == "partial_dependence" else r"row\(s\) \[7\] of `X`"
+    where = r"grid point\(s\) \[1\] of `grid` \(1 of 3\)" if which == "partial_dependence" else r"row\(s\) \[7\] of `X` \(1 of 40\)"
     assert re.search(where, str(err.value)), str(err.value)
     # the same model with the bad row dropped runs and gives finite results
     good = np.delete(X, 7, axis=0)
@@ -61,7 +61,7 @@ def test_check_finite_outputs_names_rows():
     check_finite_outputs(np.ones((4, 2)), "`model`")
     values = np.ones((6, 2))
     values[[2, 5], 1] = np.nan
-    with pytest.raises(ValueError, match=r"`model` returned NaN or inf for 2 of 6 rows.*\[2, 5\]"):
+    with pytest.raises(ValueError, match=r"`model` returned NaN or inf at row\(s\) \[2, 5\] \(2 of 6\)"):
         check_finite_outputs(values, "`model`")
     with pytest.raises(ValueError, match=r"\[12, 15\]"):
         check_finite_outputs(values, "`model`", row_ids=np.arange(10, 16))

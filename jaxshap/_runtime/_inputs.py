@@ -80,6 +80,58 @@ def check_finite(x: jax.Array, name: str) -> None:
         )
 
 
+def check_finite_outputs(
+    values: Any,
+    what: str = "`model`",
+    *,
+    row_ids: Any = None,
+    unit: str = "row",
+    source: str = "",
+    hint: str = "fix the model or drop those rows; attributions of NaN or inf are meaningless.",
+    limit: int = 5,
+) -> None:
+    """Raise a ``ValueError`` when concrete ``values`` hold NaN or inf, naming the first bad rows.
+
+    A NaN or inf from the model would otherwise flow silently into averages, ratios and
+    comparisons (a NaN denominator compares false, and a statistic becomes 0). No-op for traced
+    arrays.
+
+    Args:
+      values: outputs with one row per leading index (``[n]`` or ``[n, ...]``), or, as a boolean
+        array, a flag per row that says whether that row's outputs are finite (so a compiled
+        program can return ``isfinite(...).all(-1)`` instead of the outputs).
+      what: who produced them, for the message (for example ``"`model`"``).
+      row_ids: the ids to report for the rows (for example their positions in the user's
+        data before subsampling); default ``0 .. n - 1``.
+      unit: what a row is called in the message (``"row"``, ``"grid point"``).
+      source: where the rows come from, appended to the ids (for example ``" of `X`"``).
+      hint: what to do, appended to the message.
+      limit: at most this many ids are listed.
+
+    Raises:
+      ValueError: ``"<what> returned NaN or inf at <unit>(s) [i, j, ...]<source> (k of n). <hint>"``.
+    """
+    if is_traced(values):
+        return
+    v = np.asarray(values)
+    if v.ndim == 0:
+        v = v[None]
+    if v.dtype == np.bool_:
+        bad = ~v.reshape(v.shape[0], -1).all(axis=1)
+    elif np.issubdtype(v.dtype, np.inexact):
+        bad = ~np.isfinite(v.reshape(v.shape[0], -1)).all(axis=1)
+    else:
+        return
+    if not bad.any():
+        return
+    idx = np.flatnonzero(bad)
+    ids = idx if row_ids is None else np.asarray(row_ids)[idx]
+    shown = ", ".join(str(int(i)) for i in ids[:limit]) + (", ..." if idx.size > limit else "")
+    raise ValueError(
+        f"{what} returned NaN or inf at {unit}(s) [{shown}]{source} ({idx.size} of {bad.size}); {hint}"
+    )
+
+
 def check_n_features(x: jax.Array, n_features: int, name: str, reference: str) -> None:
     """Raise a ``ValueError`` when ``x`` has a different number of columns than expected."""
     if x.shape[1] != n_features:
