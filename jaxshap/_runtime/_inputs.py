@@ -116,6 +116,8 @@ def check_finite_outputs(
     v = np.asarray(values)
     if v.ndim == 0:
         v = v[None]
+    if v.size == 0:
+        return
     if v.dtype == np.bool_:
         bad = ~v.reshape(v.shape[0], -1).all(axis=1)
     elif np.issubdtype(v.dtype, np.inexact):
