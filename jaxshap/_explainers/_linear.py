@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._explanation import Explanation
-from .._algebra._gaussian import prepare, sample_moments
+from .._algebra._gaussian import check_numeric, host64, prepare, sample_moments
 from .._runtime._inputs import (
     as_key,
     as_matrix,
@@ -50,7 +50,10 @@ def parse_linear_model(model: Any) -> tuple[jax.Array, jax.Array, bool]:
             f"`intercept_` (such as sklearn.linear_model.LinearRegression); got {type(model).__name__}."
         )
     if not is_traced(coef):
+        check_numeric(coef, "coef")
         coef = np.asarray(coef)
+    if intercept is not None and not is_traced(intercept):
+        check_numeric(intercept, "intercept")
     if np.ndim(coef) == 2 and np.shape(coef)[0] == 1:
         coef = coef[0]
         intercept = jnp.reshape(jnp.asarray(intercept), (-1,))[0] if np.size(intercept) == 1 else intercept
@@ -67,7 +70,9 @@ def parse_linear_model(model: Any) -> tuple[jax.Array, jax.Array, bool]:
             f"`intercept` must be a scalar or have one entry per output ({k}); got shape {tuple(intercept.shape)}."
         )
     if not is_traced(coef) and not np.isfinite(np.asarray(coef)).all():
-        raise ValueError("`coef` contains NaN or inf.")
+        raise ValueError("`coef` contains NaN or inf; pass finite coefficients.")
+    if not is_traced(intercept) and not np.isfinite(np.asarray(intercept)).all():
+        raise ValueError("`intercept` contains NaN or inf; pass a finite intercept.")
     return coef, intercept, single
 
 
@@ -138,18 +143,19 @@ class LinearExplainer:
         self.feature_perturbation = feature_perturbation
         coef, intercept, self._single = parse_linear_model(model)
         correlated = feature_perturbation == "correlation_dependent"
-        mean, cov, names = self._moments(data, coef.shape[1], need_cov=correlated)
-        dtype = jnp.result_type(mean.dtype, jnp.float32)
+        mean, cov, names, dtype, from_data = self._moments(data, coef.shape[1], need_cov=correlated)
         coef, intercept = coef.astype(dtype), intercept.astype(dtype)
         self.coef, self.intercept = coef, intercept
         self.n_features = coef.shape[1]
         self._names, self._data_names = feature_names, names
-        self.mean = mean
-        self._expected = coef @ mean + intercept
+        self.mean, self._mean_lo = _split_mean(mean, dtype)
+        self._expected = coef @ self.mean + intercept + coef @ self._mean_lo
         self.transform = None
         self.method = None
         if correlated:
-            g = prepare(mean, cov, rcond=rcond, name="cov", dtype=dtype)
+            g = prepare(
+                mean, cov, rcond=rcond, name="data" if from_data else "cov", dtype=dtype, exact_moments=from_data
+            )
             self.gaussian = g
             beta = coef * g.safe_scale[None, :]
             m = self.n_features
@@ -170,21 +176,30 @@ class LinearExplainer:
 
     @staticmethod
     def _moments(data: Any, n_features: int, need_cov: bool):
+        """``(mean, cov, names, dtype, from_data)``; moments of data are float64 (NumPy) when concrete."""
         if isinstance(data, tuple) and len(data) == 2:
             mean, cov = data
-            names = None
-            mean = jnp.asarray(np.asarray(mean) if not is_traced(mean) else mean)
-            if mean.ndim != 1 or mean.shape[0] != n_features:
+            if not is_traced(mean):
+                check_numeric(mean, "mean")
+                mean = np.asarray(mean)
+            if np.ndim(mean) != 1 or np.shape(mean)[0] != n_features:
                 raise ValueError(
-                    f"`mean` (data[0]) must have shape [{n_features}] to match `coef`; got shape {tuple(mean.shape)}."
+                    f"`mean` (data[0]) must have shape [{n_features}] to match `coef`; got shape {tuple(np.shape(mean))}."
                 )
-            if not jnp.issubdtype(mean.dtype, jnp.floating):
-                mean = mean.astype(jnp.float32)
+            if not is_traced(mean) and not np.isfinite(np.asarray(mean, np.float64)).all():
+                raise ValueError("`mean` (data[0]) contains NaN or inf; pass a finite mean vector.")
+            dtype = jnp.asarray(mean).dtype if jnp.issubdtype(jnp.asarray(mean).dtype, jnp.floating) else jnp.float32
             if need_cov:
                 if cov is None:
                     raise ValueError("feature_perturbation='correlation_dependent' needs a covariance: pass (mean, cov).")
-                cov = jnp.asarray(np.asarray(cov) if not is_traced(cov) else cov, mean.dtype)
-            return mean, cov, names
+                if not is_traced(cov):
+                    check_numeric(cov, "cov")
+                    cov = np.asarray(cov)
+                if jnp.issubdtype(jnp.asarray(cov).dtype, jnp.floating):
+                    dtype = jnp.result_type(dtype, jnp.asarray(cov).dtype)
+            elif cov is not None and not is_traced(cov):
+                check_numeric(cov, "cov")
+            return mean, cov, None, jax.dtypes.canonicalize_dtype(jnp.result_type(dtype, jnp.float32)), False
         if data is None:
             raise ValueError("`data` is required: pass background samples [N, M] or a (mean, cov) pair.")
         names = column_names(data)
@@ -198,10 +213,12 @@ class LinearExplainer:
             raise ValueError(
                 f"`data` has {x.shape[0]} rows; estimating a covariance needs at least 2 (100 or more is usual)."
             )
+        dtype = jax.dtypes.canonicalize_dtype(jnp.result_type(x.dtype, jnp.float32))
         if not need_cov:
-            return x.mean(axis=0), None, names
+            mean = x.mean(axis=0) if is_traced(x) else host64(_mean64, x)
+            return mean, None, names, dtype, not is_traced(x)
         mean, cov = sample_moments(x)
-        return mean, cov, names
+        return mean, cov, names, dtype, not is_traced(x)
 
     @property
     def expected_value(self) -> jax.Array:
@@ -224,7 +241,7 @@ class LinearExplainer:
         X = as_matrix(X, "X", dtype=self.mean.dtype)
         check_n_features(X, self.n_features, "X", "the model's coefficients")
         check_finite(X, "X")
-        values, base = _explain(X, self.mean, self.coef, self._expected, self.transform)
+        values, base = _explain(X, self.mean, self._mean_lo, self.coef, self._expected, self.transform)
         if self._single:
             values, base = values[..., 0], base[..., 0]
         feature_names = resolve_feature_names(self._names, self.n_features, self._data_names, names)
@@ -232,9 +249,32 @@ class LinearExplainer:
         return Explanation(values, base, X, None, feature_names, output_names)
 
 
+def _mean(x):
+    first = x.mean(axis=0)
+    return first + (x - first).mean(axis=0)
+
+
+_mean64 = jax.jit(_mean)
+
+
+def _split_mean(mean: Any, dtype: Any) -> tuple[jax.Array, jax.Array]:
+    """``mean`` as ``hi + lo`` in ``dtype``: a float64 mean keeps its digits in float32 arithmetic.
+
+    ``x - hi`` is exact for ``x`` near ``hi`` (Sterbenz), so ``(x - hi) - lo`` centres a row at
+    ``mean`` to the working precision of the *difference*, not of ``mean`` itself (a float32
+    feature with mean ``1e6`` would otherwise be centred with an error of up to 0.03).
+    """
+    if is_traced(mean):
+        mean = jnp.asarray(mean, dtype)
+        return mean, jnp.zeros_like(mean)
+    full = np.asarray(mean, np.float64)
+    hi = np.asarray(full, dtype)
+    return jnp.asarray(hi), jnp.asarray(full - hi.astype(np.float64), dtype)
+
+
 @jax.jit
-def _explain(X, mean, coef, expected, transform):
-    centred = X - mean
+def _explain(X, mean, mean_lo, coef, expected, transform):
+    centred = (X - mean) - mean_lo
     if transform is None:
         values = centred[:, :, None] * coef.T[None, :, :]
     else:
