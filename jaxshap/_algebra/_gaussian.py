@@ -25,16 +25,19 @@ Two facts carry the cost (see DESIGN.md, "Notes on algorithms"):
   :math:`L^{-\top}` directly (:func:`antithetic_linear_steps`), so no triangular inverse is needed.
 * Putting a coalition first turns conditioning on an arbitrary mask into the prefix case.
 
-Policy for rank-deficient or nearly collinear covariances (:func:`standardize`): a covariance
-must be symmetric and positive semi-definite up to a relative tolerance (eigenvalues at least
-``-1e-6`` times the largest), else ``ValueError``. Zero-variance (constant) features are treated
-as independent of the rest. When the smallest eigenvalue of the correlation matrix is below
-``rcond`` times the largest, the correlations are shrunk toward independence,
-:math:`C \to (C + \delta I) / (1 + \delta)` with the smallest :math:`\delta` that lifts the
-smallest eigenvalue to ``rcond`` times the largest, and a warning says so. Regression
-coefficients then stay bounded (of order :math:`1/\sqrt{\mathrm{rcond}}` at worst), so nearly
-collinear data never produce the huge values an unguarded inverse gives; duplicated features
-share their credit.
+Policy for rank-deficient or nearly collinear covariances (:func:`standardize`, :func:`prepare`):
+a covariance must be symmetric and positive semi-definite up to a relative tolerance (eigenvalues
+at least ``-1e-6`` times the largest), else ``ValueError``. Concrete moments and the split into
+scales and correlations are computed in float64 through XLA (scale-free: the correlations do not
+depend on the features' units) and only then rounded to the working dtype. A feature is constant
+when its spread is zero or below the resolution of its own mean; constant features are treated as
+independent of the rest. A correlation matrix is used exactly as given unless it is numerically
+singular in the working precision (smallest eigenvalue below ``4 eps`` times the largest in
+float32, ``16 eps`` in float64); only then it is shrunk toward independence,
+:math:`C \to (C + \delta I) / (1 + \delta)`, lifting the smallest eigenvalue to ``1e-5``
+(float32) or ``1e-8`` (float64) times the largest, and a warning says so. Regression
+coefficients then stay bounded, so nearly collinear data never produce the huge values an
+unguarded inverse gives; duplicated features share their credit.
 """
 
 from __future__ import annotations
@@ -53,11 +56,18 @@ PSD_TOLERANCE = 1e-6
 """A covariance counts as PSD when its smallest eigenvalue is at least ``-PSD_TOLERANCE`` times the largest."""
 
 RCOND_ULPS = {4: 4.0, 8: 16.0}
-"""Default eigenvalue floor of the correlation matrix, in units of the working precision's eps.
+"""Default cut-off for "numerically singular", in units of the working precision's eps.
 
-float32: ``4 eps = 4.8e-7`` (condition numbers up to about ``2e6`` are left exactly as given);
-float64: ``16 eps = 3.6e-15``. Below the floor a matrix is numerically singular in that precision:
-its Cholesky factorisations, after rounding to it, may break down."""
+A correlation matrix whose smallest eigenvalue is at least this times its largest is used exactly
+as given: float32 ``4 eps = 4.8e-7`` (condition numbers up to about ``2e6``), float64
+``16 eps = 3.6e-15`` (up to about ``3e14``). Below it, its Cholesky factorisations, after rounding
+to that precision, may break down or lose every digit."""
+
+SINGULAR_FLOOR = {4: 1e-5, 8: 1e-8}
+"""Where a numerically singular correlation matrix's smallest eigenvalue is lifted to, relative to
+its largest (by default): far enough above the cut-off that the factorisations keep several
+digits (measured: duplicated columns share credit to about 0.5% in float32), so nearly collinear
+data never produce huge values."""
 
 CONSTANT_ULPS = 2.0
 """A feature is constant when its standard deviation is at most this many ulps of its own mean
@@ -65,9 +75,14 @@ CONSTANT_ULPS = 2.0
 
 
 def default_rcond(dtype: Any) -> float:
-    """The default relative eigenvalue floor: ``RCOND_ULPS`` times the dtype's eps."""
+    """The default cut-off for a numerically singular correlation matrix: ``RCOND_ULPS`` times eps."""
     dtype = jnp.dtype(dtype)
     return float(RCOND_ULPS[8 if dtype.itemsize >= 8 else 4] * jnp.finfo(dtype).eps)
+
+
+def default_floor(dtype: Any) -> float:
+    """The default level a numerically singular correlation matrix is lifted to (:data:`SINGULAR_FLOOR`)."""
+    return SINGULAR_FLOOR[8 if jnp.dtype(dtype).itemsize >= 8 else 4]
 
 
 class StandardGaussian(NamedTuple):
@@ -192,41 +207,49 @@ def correlation(mean: jax.Array, cov: jax.Array, constant_tol: Any = None) -> tu
     return scale, safe, corr
 
 
-def standardize(mean: jax.Array, cov: jax.Array, rcond: float, constant_tol: Any = None) -> StandardGaussian:
+def standardize(
+    mean: jax.Array, cov: jax.Array, rcond: Any, constant_tol: Any = None, floor: Any = None
+) -> StandardGaussian:
     r"""Split :math:`\Sigma = D C D` and regularise ``C`` (traceable; no checks, no warnings).
 
-    The split is :func:`correlation`; then, when the eigenvalues of ``C`` satisfy
-    :math:`\lambda_{\min} < \mathrm{rcond}\,\lambda_{\max}`,
+    The split is :func:`correlation`; then, only when ``C`` is numerically singular,
+    :math:`\lambda_{\min} < \mathrm{rcond}\,\lambda_{\max}`, it is shrunk toward independence,
     :math:`C \leftarrow (C + \delta I)/(1 + \delta)` with
-    :math:`\delta = \mathrm{rcond}\,\lambda_{\max} - \lambda_{\min}` (:func:`shrink`). The
-    shrinkage amount is a regularisation constant: no gradient flows through it (the
-    eigenvalues' derivatives are undefined at repeated eigenvalues).
+    :math:`\delta = \mathrm{floor}\,\lambda_{\max} - \lambda_{\min}` (:func:`shrink`;
+    ``floor`` defaults to ``rcond``). The shrinkage amount is a regularisation constant: no
+    gradient flows through it (the eigenvalues' derivatives are undefined at repeated eigenvalues).
 
     Args:
       mean: ``[M]``.
       cov: ``[M, M]`` symmetric PSD covariance.
-      rcond: relative eigenvalue floor of the correlation matrix.
+      rcond: relative cut-off below which ``C`` counts as numerically singular.
       constant_tol: see :func:`correlation`.
+      floor: the relative level the smallest eigenvalue of a singular ``C`` is lifted to.
     """
     scale, safe, corr = correlation(mean, cov, constant_tol)
     eig = jax.lax.stop_gradient(jnp.linalg.eigvalsh(corr))
-    corr, delta = shrink(corr, rcond, eig[0], eig[-1])
+    corr, delta = shrink(corr, rcond, eig[0], eig[-1], floor)
     return StandardGaussian(mean, scale, safe, corr, delta)
 
 
-def shrink(corr: jax.Array, rcond: float, smallest: Any, largest: Any) -> tuple[jax.Array, jax.Array]:
-    r"""``(C + \delta I) / (1 + \delta)`` with ``\delta = max(rcond * largest - smallest, 0)``.
+def shrink(corr: jax.Array, rcond: Any, smallest: Any, largest: Any, floor: Any = None) -> tuple[jax.Array, jax.Array]:
+    r"""``(C + \delta I) / (1 + \delta)``, with ``\delta = floor * largest - smallest`` when
+    ``smallest < rcond * largest`` (numerically singular) and ``\delta = 0`` otherwise.
 
-    ``smallest`` and ``largest`` are the extreme eigenvalues of ``C``; returns the shrunk matrix
-    and ``\delta``.
+    ``smallest`` and ``largest`` are the extreme eigenvalues of ``C``; ``floor`` (at least
+    ``rcond``) defaults to ``rcond``. Returns the shrunk matrix and ``\delta``.
     """
-    delta = jnp.maximum(rcond * jnp.asarray(largest, corr.dtype) - jnp.asarray(smallest, corr.dtype), 0.0)
+    floor = rcond if floor is None else floor
+    floor = jnp.maximum(jnp.asarray(floor, corr.dtype), jnp.asarray(rcond, corr.dtype))
+    smallest, largest = jnp.asarray(smallest, corr.dtype), jnp.asarray(largest, corr.dtype)
+    singular = smallest < rcond * largest
+    delta = jnp.where(singular, jnp.maximum(floor * largest - smallest, 0.0), 0.0)
     eye = jnp.eye(corr.shape[0], dtype=corr.dtype)
     return (corr + delta * eye) / (1.0 + delta), delta
 
 
-def _standardize64(mean, cov, rcond, constant_tol):
-    return standardize(mean, cov, rcond, constant_tol)
+def _standardize64(mean, cov, rcond, constant_tol, floor):
+    return standardize(mean, cov, rcond, constant_tol, floor)
 
 
 _standardize_host = jax.jit(_standardize64)
@@ -252,7 +275,11 @@ def prepare(
     Args:
       mean: ``[M]``.
       cov: ``[M, M]``.
-      rcond: relative eigenvalue floor (``None``: :func:`default_rcond` of ``dtype``).
+      rcond: relative cut-off and floor for the eigenvalues of the correlation matrix. ``None``
+        (the default): a matrix counts as numerically singular below :func:`default_rcond`
+        (``4 eps`` in float32, ``16 eps`` in float64) and is then lifted to :func:`default_floor`
+        (``1e-5``, ``1e-8``); any other matrix is used exactly as given. A number: one value
+        for both.
       name: the argument to name in errors and warnings (``"data"`` when the moments were
         estimated from data).
       dtype: the working dtype (default: from ``mean`` and ``cov``, at least float32).
@@ -281,11 +308,16 @@ def prepare(
         if not jnp.issubdtype(dtype, jnp.floating):
             dtype = jnp.float32
     dtype = jax.dtypes.canonicalize_dtype(dtype)
-    rcond = default_rcond(dtype) if rcond is None else float(rcond)
-    if not 0.0 <= rcond < 1.0:
-        raise ValueError(f"`rcond` must lie in [0, 1); got {rcond!r}.")
+    if rcond is None:
+        rcond, floor = default_rcond(dtype), default_floor(dtype)
+    else:
+        if isinstance(rcond, bool) or not isinstance(rcond, (int, float, np.integer, np.floating)):
+            raise TypeError(f"`rcond` must be a number in [0, 1) or None; got {rcond!r}.")
+        rcond = floor = float(rcond)
+        if not 0.0 <= rcond < 1.0:
+            raise ValueError(f"`rcond` must lie in [0, 1) (None for the default); got {rcond!r}.")
     if is_traced(mean) or is_traced(cov):
-        g = standardize(jnp.asarray(mean, dtype), jnp.asarray(cov, dtype), rcond)
+        g = standardize(jnp.asarray(mean, dtype), jnp.asarray(cov, dtype), rcond, None, floor)
     else:
         cov_dtype = np.asarray(cov).dtype
         resolution = np.float64 if exact_moments or not np.issubdtype(cov_dtype, np.floating) else cov_dtype
@@ -293,7 +325,7 @@ def prepare(
         top = float(np.abs(np.asarray(cov, np.float64)).max()) or 1.0
         # Scaled by the largest entry (mean and cov together), so no square under- or overflows.
         root = np.sqrt(top)
-        g64 = host64(lambda mu, c: _standardize_host(mu, c, rcond, tol), np.asarray(mean) / root, np.asarray(cov) / top)
+        g64 = host64(lambda mu, c: _standardize_host(mu, c, rcond, tol, floor), np.asarray(mean) / root, np.asarray(cov) / top)
         g = StandardGaussian(
             jnp.asarray(np.asarray(mean, np.float64), dtype),
             jnp.asarray(g64.scale * root, dtype),
@@ -306,9 +338,10 @@ def prepare(
         if delta > 0:
             warnings.warn(
                 f"`{name}` is rank-deficient or nearly collinear (the correlation matrix's smallest "
-                f"eigenvalue is below {rcond:g} times its largest, e.g. duplicated features or fewer "
+                f"eigenvalue is below {rcond:.3g} times its largest, e.g. duplicated features or fewer "
                 f"rows than features); correlations are shrunk toward independence by delta={delta:.3g} "
-                "so that conditioning stays stable (set `rcond` to change the floor).",
+                f"(smallest eigenvalue lifted to {floor:.3g} times the largest) so that conditioning stays "
+                "stable (set `rcond` to change the cut-off and the floor).",
                 UserWarning,
                 stacklevel=3,
             )

@@ -219,6 +219,15 @@ def make_grid(X: jax.Array, idx: tuple[int, ...], grid: Any, grid_size: int, sin
         host = np.asarray(X)
         axes = [default_axis(host[:, j], grid_size) for j in idx]
         return jnp.asarray(np.array(list(itertools.product(*axes)), dtype=dtype).reshape(-1, s))
+    if not isinstance(grid, jax.Array):
+        try:
+            grid = np.asarray(grid)
+        except Exception as err:  # ragged lists and the like
+            raise TypeError(f"`grid` must be an array of numbers, \"data\" or None; got {type(grid).__name__}.") from err
+        if not (np.issubdtype(grid.dtype, np.number) or np.issubdtype(grid.dtype, np.bool_)):
+            raise TypeError(
+                f"`grid` must hold numbers; got dtype {grid.dtype}. Encode categories as numbers, as in `X`."
+            )
     g = as_matrix(grid, "grid", dtype=dtype) if np.ndim(grid) == 2 else None
     if g is None:
         if np.ndim(grid) != 1:

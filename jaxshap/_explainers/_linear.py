@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._explanation import Explanation
-from .._algebra._gaussian import check_numeric, host64, prepare, sample_moments
+from .._algebra._gaussian import check_numeric, host64, precision_matrix, prepare, sample_moments
 from .._runtime._inputs import (
     as_key,
     as_matrix,
@@ -32,6 +32,7 @@ PERTURBATIONS = ("interventional", "correlation_dependent")
 
 _exact_transform = jax.jit(exact_transform)
 _sampled_transform = jax.jit(sampled_transform, static_argnums=(3, 4))
+_precision64 = jax.jit(precision_matrix)
 
 
 def parse_linear_model(model: Any) -> tuple[jax.Array, jax.Array, bool]:
@@ -171,7 +172,10 @@ class LinearExplainer:
                 t = _exact_transform(g.corr, beta)
             else:
                 self.n_permutations = int(n_permutations)
-                t = _sampled_transform(as_key(key), g.corr, beta, int(n_permutations))
+                # The precision in float64 on the host: near-singular C loses every digit of an
+                # inverse in float32 (tested down to the eigenvalue floor, 4 eps).
+                precision = None if is_traced(g.corr) else jnp.asarray(host64(_precision64, g.corr), g.corr.dtype)
+                t = _sampled_transform(as_key(key), g.corr, beta, int(n_permutations), None, precision)
             self.transform = to_data_units(t, g.safe_scale)
 
     @staticmethod

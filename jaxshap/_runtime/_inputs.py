@@ -64,7 +64,32 @@ def as_matrix(x: Any, name: str, *, dtype: Any = None) -> jax.Array:
         raise ValueError(f"`{name}` must be a 2-D array of shape [rows, features]; got shape {tuple(x.shape)}.")
     if x.shape[1] == 0:
         raise ValueError(f"`{name}` has no feature columns; pass an array of shape [rows, features].")
-    return jnp.asarray(x, dtype=dtype if dtype is not None else float_dtype(x))
+    target = jax.dtypes.canonicalize_dtype(dtype if dtype is not None else float_dtype(x))
+    check_fits(x, target, name)
+    return jnp.asarray(x, dtype=target)
+
+
+def check_fits(x: Any, dtype: Any, name: str) -> None:
+    """Raise a ``ValueError`` when concrete finite values of ``x`` overflow the floating ``dtype``.
+
+    Casting float64 values above float32's range gives inf, which would later be reported as
+    "NaN or inf" in data that holds none.
+    """
+    if is_traced(x) or not jnp.issubdtype(dtype, jnp.floating):
+        return
+    source = np.dtype(x.dtype)
+    if not (np.issubdtype(source, np.number) and source.itemsize > np.dtype(dtype).itemsize):
+        return
+    top = np.finfo(dtype).max
+    a = np.asarray(x)
+    too_big = np.isfinite(a) & (np.abs(a) > top)
+    if too_big.any():
+        where = tuple(int(i) for i in np.argwhere(too_big)[0])
+        raise ValueError(
+            f"`{name}` holds values too large for {np.dtype(dtype).name} (first {a[where]:.3g} at index {where}; "
+            f"the largest is {float(top):.3g}). Rescale the features, or enable x64 "
+            "(jax.config.update('jax_enable_x64', True)) to work in float64."
+        )
 
 
 def check_finite(x: jax.Array, name: str) -> None:
