@@ -224,13 +224,13 @@ def test_partial_dependence_non_numeric_grid():
 
 def constant_column_data():
     rng = np.random.default_rng(8)
-    return jnp.asarray(np.column_stack([rng.normal(size=(30, 2)), np.full(30, 2.0)]), jnp.float32)
+    return jnp.asarray(np.column_stack([rng.normal(size=(30, 1)), np.full(30, 2.0)]), jnp.float32)
 
 
 def test_linear_explainer_gradient_with_constant_column_is_finite():
     data = constant_column_data()
     x = data[:3] + 0.5
-    coef = np.array([1.0, -1.0, 2.0], np.float32)
+    coef = np.array([1.0, 2.0], np.float32)
 
     def loss(d):
         ex = jaxshap.LinearExplainer((coef, 0.0), d, "correlation_dependent")
@@ -239,7 +239,7 @@ def test_linear_explainer_gradient_with_constant_column_is_finite():
     g = np.asarray(jax.grad(loss)(data))
     assert np.isfinite(g).all()
     # the constant column's attribution is coef * (x - mean): its gradient is the plain one
-    assert np.abs(g[:, :2]).max() > 0
+    assert np.abs(g[:, 0]).max() > 0
 
 
 def test_gaussian_fit_gradient_with_constant_column_is_finite():
@@ -247,7 +247,7 @@ def test_gaussian_fit_gradient_with_constant_column_is_finite():
 
     def loss(d):
         masker = Gaussian.fit(d, n_samples=16)
-        return (masker.conditional_samples(d[0], jnp.array([[True, False, False]])) ** 2).sum()
+        return (masker.conditional_samples(d[0], jnp.array([[True, False]])) ** 2).sum()
 
     g = np.asarray(jax.grad(loss)(data))
     assert np.isfinite(g).all()
