@@ -51,6 +51,7 @@ import numpy as np
 from jax.scipy.linalg import cho_solve, solve_triangular
 
 from .._runtime._inputs import is_traced
+from ._threads import single_threaded_blas
 
 PSD_TOLERANCE = 1e-6
 """A covariance counts as PSD when its smallest eigenvalue is at least ``-PSD_TOLERANCE`` times the largest."""
@@ -160,10 +161,12 @@ def host64(fn: Any, *args: Any) -> Any:
     """Run a jitted ``fn`` on concrete arrays in float64 through XLA, returning NumPy float64 arrays.
 
     The library's own host linear algebra (moments, eigenvalues, the correlation split) goes
-    through XLA rather than NumPy: NumPy's multi-threaded BLAS leaves worker threads spinning
-    after each call, which made the XLA work that followed 5x to 300x slower on a 2-core CPU.
+    through XLA rather than NumPy, and with OpenBLAS capped at one thread
+    (:func:`jaxshap._algebra._threads.single_threaded_blas`): on a CPU, XLA's LAPACK calls run on
+    SciPy's OpenBLAS, whose worker threads keep spinning after each call; on a loaded 2-core
+    machine that made a 300 x 300 float64 eigensolve 70x slower, and later XLA work 5x to 300x.
     """
-    with jax.enable_x64(True):
+    with jax.enable_x64(True), single_threaded_blas():
         out = fn(*(jnp.asarray(np.asarray(a, np.float64)) for a in args))
         return jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), out)
 
@@ -300,7 +303,13 @@ def prepare(
         raise ValueError(f"`{mean_name}` is empty; a Gaussian needs at least one feature.")
     if not is_traced(mean):
         check_numeric(mean, mean_name)
-    check_covariance(cov, m, name)
+    if exact_moments and not is_traced(cov):
+        # Sample moments computed here: symmetric and PSD by construction (only finiteness is
+        # left to check, against overflow), so the eigensolve of the check is skipped.
+        if not np.isfinite(np.asarray(cov)).all():
+            raise ValueError(f"`{name}` has a covariance too large to represent; rescale the features.")
+    else:
+        check_covariance(cov, m, name)
     if not is_traced(mean) and not np.isfinite(np.asarray(mean, np.float64)).all():
         raise ValueError(f"`{mean_name}` contains NaN or inf; pass a finite mean vector.")
     if dtype is None:

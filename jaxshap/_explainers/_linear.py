@@ -21,6 +21,7 @@ from .._runtime._inputs import (
     resolve_feature_names,
 )
 from .._algebra._linear import exact_transform, sampled_transform, to_data_units
+from .._algebra._threads import single_threaded_blas
 
 MAX_AUTO_EXACT_FEATURES = 16
 """``method="auto"`` enumerates all coalitions up to this many features."""
@@ -168,15 +169,31 @@ class LinearExplainer:
                     f"features; the data has {m}. Use method='sampled'."
                 )
             self.method = method
+            if method == "sampled":
+                self.n_permutations = int(n_permutations)
+            self.transform = to_data_units(self._transform(g, beta, method, key, int(n_permutations)), g.safe_scale)
+
+    @staticmethod
+    def _transform(g, beta, method, key, n_permutations):
+        """The standardised transform; concrete work runs with OpenBLAS on one thread.
+
+        XLA's Cholesky factorisations on a CPU run on SciPy's OpenBLAS; its spinning worker
+        threads slowed the sampled transform at M = 300 from 0.3 s to 37 s on a 2-core machine
+        (see :mod:`jaxshap._algebra._threads`).
+        """
+        if is_traced(g.corr) or is_traced(beta):
+            if method == "exact":
+                return _exact_transform(g.corr, beta)
+            return _sampled_transform(as_key(key), g.corr, beta, n_permutations)
+        with single_threaded_blas():
             if method == "exact":
                 t = _exact_transform(g.corr, beta)
             else:
-                self.n_permutations = int(n_permutations)
-                # The precision in float64 on the host: near-singular C loses every digit of an
-                # inverse in float32 (tested down to the eigenvalue floor, 4 eps).
-                precision = None if is_traced(g.corr) else jnp.asarray(host64(_precision64, g.corr), g.corr.dtype)
-                t = _sampled_transform(as_key(key), g.corr, beta, int(n_permutations), None, precision)
-            self.transform = to_data_units(t, g.safe_scale)
+                # The precision in float64 on the host: near the singularity cut-off an inverse
+                # in float32 loses most of its digits.
+                precision = jnp.asarray(host64(_precision64, g.corr), g.corr.dtype)
+                t = _sampled_transform(as_key(key), g.corr, beta, n_permutations, None, precision)
+            return jax.block_until_ready(t)
 
     @staticmethod
     def _moments(data: Any, n_features: int, need_cov: bool):
