@@ -296,3 +296,16 @@ def test_memory_budget_bool_rejected_by_helper():
     for bad in (True, 0, -5, 1.5, "1GB"):
         with pytest.raises(ValueError, match="`memory_budget`"):
             check_memory_budget(bad)
+
+
+def test_single_threaded_blas_caps_and_restores():
+    from jaxshap._algebra import _threads
+
+    np.ones((64, 64)) @ np.ones((64, 64))  # NumPy's OpenBLAS is loaded
+    libs = [f for f in map(_threads._functions, _threads._loaded_openblas()) if f is not None]
+    if not libs:
+        pytest.skip("no OpenBLAS with thread controls in this process")
+    before = [get() for get, _ in libs]
+    with _threads.single_threaded_blas():
+        assert [get() for get, _ in libs] == [1] * len(libs)
+    assert [get() for get, _ in libs] == before
