@@ -181,6 +181,13 @@ def test_float64_exact_up_to_condition_1e12():
     assert err < 1e-5, err
 
 
+def test_float32_beyond_its_cut_off_uses_a_float64_transform():
+    coef, mean, cov, x = conditioned_problem(6, 1e8, 1)
+    with pytest.warns(UserWarning, match="numerically singular in float32"):
+        err = relative_error(coef, mean, cov, x, np.float32)
+    assert err < 3e-2, err  # the float32-regularised answer was about 100% off
+
+
 def test_singular_covariance_still_regularised_and_finite():
     coef, mean, cov, x = conditioned_problem(6, 1e6, 3)
     z = np.random.default_rng(0).normal(size=(100, 3))

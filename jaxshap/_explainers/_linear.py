@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Sequence
 
 import jax
@@ -106,9 +107,13 @@ class LinearExplainer:
       n_permutations: walks averaged by the sampled method, an even number (a permutation and
         its reverse are two walks).
       key: PRNG key of the sampled method; ``None`` means ``jax.random.key(0)``.
-      rcond: relative eigenvalue floor for the correlation matrix (default ``1e-5`` in float32,
-        ``1e-6`` in float64); below it the correlations are shrunk toward independence and a
-        warning is issued (see :mod:`jaxshap._algebra._gaussian`).
+      rcond: ``None`` (default): the correlation matrix is used exactly unless it is numerically
+        singular (smallest eigenvalue below ``4 eps`` times the largest in float32, ``16 eps``
+        in float64); then it is shrunk toward independence (smallest eigenvalue lifted to
+        ``1e-5`` / ``1e-8`` times the largest) with a warning. In float32, a matrix singular in
+        float32 but not in float64 gets a transform computed in float64 instead (with a
+        warning). A number sets the cut-off and the floor to that value (see
+        :mod:`jaxshap._algebra._gaussian`).
       feature_names: optional names of the ``M`` features.
 
     Attributes:
@@ -155,9 +160,31 @@ class LinearExplainer:
         self.transform = None
         self.method = None
         if correlated:
-            g = prepare(
-                mean, cov, rcond=rcond, name="data" if from_data else "cov", dtype=dtype, exact_moments=from_data
-            )
+            name = "data" if from_data else "cov"
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                g = prepare(mean, cov, rcond=rcond, name=name, dtype=dtype, exact_moments=from_data)
+            wide = None
+            if caught and rcond is None and jnp.dtype(dtype).itemsize < 8 and not is_traced(g.corr):
+                # Singular in float32 only: build the transform in float64 on the host, then round it.
+                with jax.enable_x64(True), warnings.catch_warnings(record=True) as caught64:
+                    warnings.simplefilter("always")
+                    g64 = prepare(mean, cov, rcond=None, name=name, dtype=jnp.float64, exact_moments=from_data)
+                if not caught64:
+                    wide = g64
+                    g = g._replace(corr=jnp.asarray(np.asarray(g64.corr), dtype), shrinkage=jnp.zeros((), dtype))
+                    warnings.warn(
+                        f"`{name}` is numerically singular in float32 (the correlation matrix's smallest eigenvalue "
+                        "is below 4.8e-7 times its largest) but not in float64: the transform was computed in "
+                        "float64, without regularisation, and rounded to float32; applying it in float32 can "
+                        "still lose digits (about 1% at condition number 1e8). Enable x64 "
+                        "(jax.config.update('jax_enable_x64', True)) for full precision.",
+                        UserWarning,
+                        stacklevel=2,
+                    )
+            if wide is None:
+                for w in caught:
+                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
             self.gaussian = g
             beta = coef * g.safe_scale[None, :]
             m = self.n_features
@@ -171,7 +198,14 @@ class LinearExplainer:
             self.method = method
             if method == "sampled":
                 self.n_permutations = int(n_permutations)
-            self.transform = to_data_units(self._transform(g, beta, method, key, int(n_permutations)), g.safe_scale)
+            if wide is None:
+                self.transform = to_data_units(self._transform(g, beta, method, key, int(n_permutations)), g.safe_scale)
+            else:
+                with jax.enable_x64(True):
+                    beta64 = jnp.asarray(np.asarray(coef, np.float64)) * wide.safe_scale[None, :]
+                    t64 = self._transform(wide, beta64, method, key, int(n_permutations))
+                    t64 = np.asarray(to_data_units(t64, wide.safe_scale))
+                self.transform = jnp.asarray(t64, dtype)
 
     @staticmethod
     def _transform(g, beta, method, key, n_permutations):

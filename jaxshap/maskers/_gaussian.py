@@ -44,8 +44,11 @@ class Gaussian:
       cov: ``[M, M]`` symmetric positive semi-definite covariance.
       n_samples: Monte-Carlo draws per coalition value (model evaluations per coalition).
       key: PRNG key for the draws; ``None`` means ``jax.random.key(0)``.
-      rcond: relative eigenvalue floor of the correlation matrix (default ``1e-5`` in float32,
-        ``1e-6`` in float64).
+      rcond: ``None`` (default): the correlation matrix is used exactly unless it is numerically
+        singular (smallest eigenvalue below ``4 eps`` times the largest in float32, ``16 eps``
+        in float64); then it is shrunk toward independence, lifting the smallest eigenvalue to
+        ``1e-5`` (float32) or ``1e-8`` (float64) times the largest, with a warning. A number
+        sets the cut-off and the floor to that value.
       feature_names: optional names of the ``M`` features.
 
     Raises:
