@@ -48,6 +48,12 @@ def test_effects_raise_on_non_finite_model_output(which):
         assert np.isfinite(np.asarray(jaxshap.h_statistic(nan_model, good).overall)).all()
 
 
+def test_bad_rows_are_named_in_the_users_numbering_after_subsampling():
+    X = effects_data()
+    with pytest.raises(ValueError, match=r"row\(s\) \[7\] of `X` \(1 of 30\)"):  # 6th in the subsample
+        jaxshap.functional_anova(nan_model, X, n_max=30, key=jax.random.key(1))
+
+
 def test_inf_model_output_also_raises():
     X = effects_data()
     inf_model = lambda X: jnp.where(X[:, 0] > 1.5, jnp.inf, X[:, 0] + X[:, 1])

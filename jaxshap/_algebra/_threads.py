@@ -22,7 +22,9 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import sys
 import threading
+import time
 from typing import Iterator
 
 _PREFIXES = ("", "scipy_")
@@ -31,14 +33,29 @@ _LOCK = threading.RLock()
 _HANDLES: dict[str, tuple | None] = {}
 
 
+_SCAN: dict = {"key": None, "paths": []}
+RESCAN_SECONDS = 30.0
+"""The list of loaded libraries is re-read when modules were imported since, or after this long."""
+
+
 def _loaded_openblas() -> list[str]:
-    """Paths of the OpenBLAS libraries mapped into this process (Linux), else ``[]``."""
+    """Paths of the OpenBLAS libraries mapped into this process (Linux), else ``[]``.
+
+    Reading ``/proc/self/maps`` costs a few milliseconds, so the answer is cached until the
+    set of imported modules grows (new extension modules bring new libraries) or
+    :data:`RESCAN_SECONDS` pass.
+    """
+    key = (len(sys.modules), int(time.monotonic() // RESCAN_SECONDS))
+    if _SCAN["key"] == key:
+        return _SCAN["paths"]
     try:
         with open("/proc/self/maps") as maps:
             paths = {line.split(None, 5)[-1].strip() for line in maps if "openblas" in line.lower()}
     except OSError:
-        return []
-    return sorted(p for p in paths if p.startswith("/") and ".so" in os.path.basename(p))
+        paths = set()
+    _SCAN["paths"] = sorted(p for p in paths if p.startswith("/") and ".so" in os.path.basename(p))
+    _SCAN["key"] = key
+    return _SCAN["paths"]
 
 
 def _functions(path: str) -> tuple | None:
