@@ -165,12 +165,13 @@ class LinearExplainer:
                 warnings.simplefilter("always")
                 g = prepare(mean, cov, rcond=rcond, name=name, dtype=dtype, exact_moments=from_data)
             wide = None
-            if caught and rcond is None and jnp.dtype(dtype).itemsize < 8 and not is_traced(g.corr):
+            shrunk = any("rank-deficient" in str(w.message) for w in caught)
+            if shrunk and rcond is None and jnp.dtype(dtype).itemsize < 8 and not is_traced(g.corr):
                 # Singular in float32 only: build the transform in float64 on the host, then round it.
                 with jax.enable_x64(True), warnings.catch_warnings(record=True) as caught64:
                     warnings.simplefilter("always")
                     g64 = prepare(mean, cov, rcond=None, name=name, dtype=jnp.float64, exact_moments=from_data)
-                if not caught64:
+                if not any("rank-deficient" in str(w.message) for w in caught64):
                     wide = g64
                     g = g._replace(corr=jnp.asarray(np.asarray(g64.corr), dtype), shrinkage=jnp.zeros((), dtype))
                     warnings.warn(
