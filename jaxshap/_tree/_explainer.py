@@ -11,7 +11,9 @@ import numpy as np
 
 from .._runtime._chunking import DEFAULT_MEMORY_BUDGET, map_chunks
 from .._explanation import Explanation
-from .._runtime._inputs import as_matrix, check_n_features, column_names, float_dtype, resolve_feature_names
+from .._runtime._inputs import align_columns, as_matrix, check_n_features, column_names, float_dtype, resolve_feature_names
+from .._runtime._model import output_names_of
+from .._runtime._shap_api import ShapAPI
 from ._import import import_model
 from ._interventional import interventional_tables_host, pair_shapley
 from ._path_dependent import expected_value, path_shapley, path_tables_host
@@ -64,7 +66,7 @@ def _explain_rows(groups: list, X: jax.Array, n_features: int, n_outputs: int, r
     return phi.reshape(X.shape[0], n_features, n_outputs)
 
 
-class TreeExplainer:
+class TreeExplainer(ShapAPI):
     r"""Exact SHAP values of a tree ensemble's raw output (margin), computed from its structure.
 
     Two value functions (Lundberg et al. 2020, "From local explanations to global understanding
@@ -138,6 +140,7 @@ class TreeExplainer:
         self.ensemble = import_model(model)
         paths = decompose(self.ensemble)
         self.n_features, self.n_outputs = paths.n_features, paths.n_outputs
+        self._output_names = output_names_of(model, self.n_outputs)  # a classifier's classes_
         self.dtype = jnp.dtype(dtype) if dtype is not None else float_dtype(np.zeros(0, np.float32))
         self._names = feature_names
         self._data_names = column_names(data) if data is not None else None
@@ -224,6 +227,7 @@ class TreeExplainer:
         Returns:
           An :class:`Explanation`: ``values`` ``[n, M]`` for one output, else ``[n, M, K]``.
         """
+        X = align_columns(X, self._data_names, "X")
         names = column_names(X)
         X = as_matrix(X, "X", dtype=self.dtype)
         check_n_features(X, self.n_features, "X", "the model")
@@ -233,5 +237,5 @@ class TreeExplainer:
         if single:
             phi, base = phi[..., 0], base[..., 0]
         feature_names = resolve_feature_names(self._names, self.n_features, self._data_names, names)
-        output_names = None if single else [f"Output {k}" for k in range(self.n_outputs)]
+        output_names = None if single else self._output_names or [f"Output {k}" for k in range(self.n_outputs)]
         return Explanation(phi, base, X, None, feature_names, output_names)
