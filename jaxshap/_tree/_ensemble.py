@@ -5,15 +5,20 @@ outputs of width ``K`` (one per class for multi-class models). Each tree is stor
 node arrays padded to a common node count ``N``, so the trees stack into ``[T, N]`` arrays.
 
 Split semantics are unified when importing: an internal node sends ``x`` to its left child
-when ``x <= threshold`` (XGBoost's strict ``x < t`` is rewritten with the next smaller float32
-threshold, which routes every float32 input identically). Missing values follow
-``missing``:
+when ``x <= threshold``, where ``x`` is first rounded to the ``precision`` the library itself
+compares in (float32 for XGBoost and scikit-learn's classic trees, float64 for LightGBM and
+HistGradientBoosting) and the threshold is held exactly in float64 (XGBoost's strict float32
+``x < t`` is rewritten as ``x <= nextafter(t, -inf)``, which routes every float32 ``x``
+identically). Missing values follow ``missing``:
 
 * ``MISSING_NAN`` (0): a NaN goes to the default child (XGBoost, scikit-learn, LightGBM's
   ``NaN`` missing type);
 * ``MISSING_AS_ZERO`` (1): a NaN is read as ``0.0`` and compared (LightGBM's ``None`` type);
 * ``MISSING_ZERO`` (2): a NaN or a zero (``|x| <= 1e-35``) goes to the default child
   (LightGBM's ``Zero`` type).
+
+A value equal to ``missing_value`` (XGBoost's ``missing=``, compared in ``precision``) is a
+missing value too.
 """
 
 from __future__ import annotations
@@ -42,6 +47,18 @@ class TreeEnsemble:
       base: ``[K]`` float64 constant added to the trees' sum.
       n_features: ``M``.
       source: a short description of the imported model.
+      precision: the float type the library rounds inputs to before comparing them with the
+        thresholds (``np.float32`` or ``np.float64``).
+      missing_value: a value read as missing besides NaN (``nan`` when there is none).
+      sparse_missing: whether entries absent from a sparse matrix are missing (XGBoost) rather
+        than zeros (LightGBM, scikit-learn).
+      tree_round: ``[T]`` int boosting round (iteration) of each tree, for ``tree_limit``.
+      default_rounds: the number of rounds the model's own ``predict`` uses (early stopping's
+        best iteration), or ``None`` for all of them.
+      link: how the raw output maps to the model's prediction: ``"identity"``, ``"logistic"``
+        (binary log-odds), ``"softmax"`` (multi-class scores) or ``None`` when unknown.
+      loss: the training loss for ``model_output="log_loss"``: ``"squared_error"``,
+        ``"binary_crossentropy"``, ``"multiclass_crossentropy"`` or ``None``.
     """
 
     feature: np.ndarray
@@ -55,6 +72,13 @@ class TreeEnsemble:
     base: np.ndarray
     n_features: int
     source: str = ""
+    precision: type = np.float32
+    missing_value: float = float("nan")
+    sparse_missing: bool = False
+    tree_round: np.ndarray | None = None
+    default_rounds: int | None = None
+    link: str | None = None
+    loss: str | None = None
 
     @property
     def n_trees(self) -> int:
@@ -64,9 +88,36 @@ class TreeEnsemble:
     def n_outputs(self) -> int:
         return self.value.shape[-1]
 
+    @property
+    def rounds(self) -> np.ndarray:
+        """``[T]`` the boosting round of each tree (each tree its own round when not recorded)."""
+        return np.arange(self.n_trees) if self.tree_round is None else self.tree_round
+
+    @property
+    def n_rounds(self) -> int:
+        return int(self.rounds.max()) + 1 if self.n_trees else 0
+
+    def first_rounds(self, n_rounds: int | None) -> "TreeEnsemble":
+        """The ensemble of the trees of the first ``n_rounds`` rounds (``None``: all of them)."""
+        if n_rounds is None or n_rounds >= self.n_rounds:
+            return self
+        keep = self.rounds < n_rounds
+        cut = {f: getattr(self, f)[keep] for f in ("feature", "threshold", "left", "right", "default_left",
+                                                    "missing", "value", "cover")}
+        return dataclasses.replace(self, tree_round=self.rounds[keep], **cut)
+
+    def prepare(self, X) -> np.ndarray:
+        """Rows as the library reads them: float64 holding values rounded to ``precision``, with
+        ``missing_value`` replaced by NaN."""
+        X = np.asarray(X, dtype=np.float64)
+        rounded = X.astype(self.precision)
+        if not np.isnan(self.missing_value):
+            rounded = np.where(rounded == self.precision(self.missing_value), np.nan, rounded)
+        return np.asarray(rounded, dtype=np.float64)
+
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Raw output ``[n, K]`` by walking every tree (a NumPy reference, for tests)."""
-        X = np.asarray(X, dtype=np.float64)
+        X = self.prepare(X)
         out = np.tile(self.base, (X.shape[0], 1))
         rows = np.arange(X.shape[0])
         for t in range(self.n_trees):

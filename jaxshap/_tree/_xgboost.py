@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -35,13 +36,20 @@ def load_xgboost(model) -> TreeEnsemble:
     gb = learner["gradient_booster"]
     name = gb.get("name")
     if name == "gbtree":
-        trees_json, info = gb["model"]["trees"], gb["model"]["tree_info"]
-        weights = np.ones(len(trees_json))
+        tree_model = gb["model"]
+        weights = np.ones(len(tree_model["trees"]))
     elif name == "dart":
-        trees_json, info = gb["gbtree"]["model"]["trees"], gb["gbtree"]["model"]["tree_info"]
-        weights = np.asarray(gb.get("weight_drop", [1.0] * len(trees_json)), dtype=np.float64)
+        tree_model = gb["gbtree"]["model"]
+        weights = np.asarray(gb.get("weight_drop", [1.0] * len(tree_model["trees"])), dtype=np.float64)
     else:
         raise TypeError(f"TreeExplainer supports XGBoost tree boosters (gbtree, dart); got booster {name!r}.")
+    trees_json, info = tree_model["trees"], tree_model["tree_info"]
+    indptr = np.asarray(tree_model.get("iteration_indptr", []), dtype=np.int64)
+    if indptr.size >= 2 and indptr[-1] == len(trees_json):
+        tree_round = np.searchsorted(indptr, np.arange(len(trees_json)), side="right") - 1
+    else:  # older serialisations: equal numbers of trees per round
+        per_round = max(1, len(trees_json) // max(1, booster.num_boosted_rounds()))
+        tree_round = np.arange(len(trees_json)) // per_round
     params = learner["learner_model_param"]
     n_features = int(params["num_feature"])
     n_outputs = max(int(params.get("num_class", "0")), int(params.get("num_target", "1")), 1)
@@ -71,4 +79,32 @@ def load_xgboost(model) -> TreeEnsemble:
     dmatrix = xgboost.DMatrix(probe, feature_names=booster.feature_names, feature_types=booster.feature_types)
     margin = np.asarray(booster.predict(dmatrix, output_margin=True), dtype=np.float64)
     base = margin.reshape(-1) - ensemble.predict(probe).reshape(-1)
-    return stack_trees(trees, base, n_features, "XGBoost")
+    # The scikit-learn wrappers predict with the best iteration after early stopping; a Booster
+    # predicts with all its trees.
+    default_rounds = None
+    if booster is not model:
+        try:
+            default_rounds = int(model.best_iteration) + 1
+        except (AttributeError, TypeError, ValueError):
+            default_rounds = None
+    missing = getattr(model, "missing", np.nan) if booster is not model else np.nan
+    missing = np.nan if missing is None else float(missing)
+    objective = learner.get("objective", {}).get("name", "")
+    link, loss = _OBJECTIVES.get(objective, (None, None))
+    return dataclasses.replace(
+        stack_trees(trees, base, n_features, "XGBoost"),
+        precision=np.float32, missing_value=missing, sparse_missing=True, tree_round=tree_round.astype(np.int64),
+        default_rounds=default_rounds, link=link, loss=loss,
+    )
+
+
+# objective -> (link from the margin to predict's output, training loss)
+_OBJECTIVES = {
+    "reg:squarederror": ("identity", "squared_error"),
+    "reg:linear": ("identity", "squared_error"),
+    "reg:logistic": ("logistic", "binary_crossentropy"),
+    "binary:logistic": ("logistic", "binary_crossentropy"),
+    "binary:logitraw": ("logistic", "binary_crossentropy"),
+    "multi:softprob": ("softmax", "multiclass_crossentropy"),
+    "multi:softmax": ("softmax", "multiclass_crossentropy"),
+}
