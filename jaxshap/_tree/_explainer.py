@@ -25,9 +25,9 @@ from ._rows import host_rows
 _MODES = ("tree_path_dependent", "interventional")
 _OUTPUTS = ("raw", "probability", "predict_proba", "log_loss")
 MAX_TABLE_SLOTS = 10  # tables have 2**U rows per path
-# Paths are padded (with null dummy slots) up to one of these widths, so that few group
-# shapes need compiling; longer paths form one group evaluated directly.
-GROUP_WIDTHS = (2, 4, 6, 8, 10)
+# Paths are grouped by their number of distinct features (a table has 2**U rows per path,
+# so padding would double its size); longer paths form one group evaluated directly.
+GROUP_WIDTHS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
 
 
 def _put(a, dtype) -> jax.Array:
