@@ -87,18 +87,20 @@ def _explain_rows_transformed(groups, X, y, raw_base, fb, n_features, n_outputs,
                 jnp.where(reach, params["value"], 0.0), params["output"], num_segments=n_outputs
             )
             fxs.append(fx)
-        r, gb = _transforms.rescale(transform, fx_raw, fb, yx)  # [B, K]
+        r, gb = _transforms.rescale_matrix(transform, fx_raw, fb, yx)  # [B, K(k), K(j)]
         phi = jnp.zeros(n_features * n_outputs, X.dtype)
         for params, fx in zip(groups, fxs):
-            rp = r[:, params["output"]]  # [B, P]
+            rp = jnp.swapaxes(r[:, :, params["output"]], 1, 2)  # [B, P, K(k)]
 
             def add(acc, inputs):
                 b_follows, rb = inputs
-                return acc + pair_shapley(fx, b_follows, acc.dtype) * rb[:, None], None
+                return acc + pair_shapley(fx, b_follows, acc.dtype)[:, :, None] * rb[:, None, :], None
 
-            total, _ = jax.lax.scan(add, jnp.zeros(fx.shape, X.dtype), (params["background"], rp))
-            contrib = total / fb.shape[0] * params["value"][:, None]
-            phi = phi.at[params["index"].reshape(-1)].add(contrib.reshape(-1))
+            shape = fx.shape + (n_outputs,)
+            total, _ = jax.lax.scan(add, jnp.zeros(shape, X.dtype), (params["background"], rp))
+            contrib = total / fb.shape[0] * params["value"][:, None, None]  # [P, U, K]
+            index = params["slots"]["feature"][:, :, None] * n_outputs + jnp.arange(n_outputs)
+            phi = phi.at[index.reshape(-1)].add(contrib.reshape(-1))
         return phi, gb.mean(axis=0)
 
     phi, base = map_chunks(jax.vmap(one_row), (X, y), rows_per_chunk)
@@ -277,6 +279,11 @@ class TreeExplainer:
         if model_output == "raw":
             return "identity", False
         if model_output in ("probability", "predict_proba"):
+            if e.link == "softmax" and e.n_outputs > _transforms.MAX_SOFTMAX_CLASSES:
+                raise ValueError(
+                    f"model_output={model_output!r} supports up to {_transforms.MAX_SOFTMAX_CLASSES} classes; this "
+                    f"model has {e.n_outputs}. Use model_output='raw'."
+                )
             if e.link in ("logistic", "softmax"):
                 doubled = model_output == "predict_proba" and e.link == "logistic" and hasattr(self.model, "predict_proba")
                 return e.link, doubled
@@ -411,7 +418,8 @@ class TreeExplainer:
             if "saabas" in params:
                 per_row += p * u * 3 * self.dtype.itemsize
             elif self._transform != "identity":
-                per_row += p * u * 8 * self.dtype.itemsize + 64 * self._background.shape[0]
+                k = self.ensemble.n_outputs
+                per_row += p * u * 8 * k * self.dtype.itemsize + 64 * self._background.shape[0] * 2**k
             else:
                 per_row += p * u * (16 if tabled else 8 * (u + 2)) * self.dtype.itemsize // 4
         return max(1, min(n_rows, self.memory_budget // max(per_row, 1)))

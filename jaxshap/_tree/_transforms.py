@@ -15,6 +15,14 @@ transformed outputs"), each background row ``b`` gives the raw Shapley values
 sums to ``g_k(f(x)) - g_k(f(b))`` and the values sum to ``g_k(f(x)) - mean_b g_k(f(b))``:
 efficiency holds in the transformed output's units, with base value ``mean_b g_k(f(b))``.
 
+The softmax couples the classes: probability ``k`` changes when any class's margin does. Its
+change between ``f(b)`` and ``f(x)`` is first shared among the classes' margins by the Shapley
+values ``psi_{kj}`` of the ``K``-player game ``T -> softmax_k(m_T)``, where ``m_T`` takes the
+margins of the classes in ``T`` from ``f(x)`` and the others from ``f(b)`` (so
+``sum_j psi_{kj} = g_k(f(x)) - g_k(f(b))`` exactly); then class ``j``'s raw pair values are
+rescaled by ``r_{kj} = psi_{kj} / (f_j(x) - f_j(b))``. For one output this is the rescaling
+above; every pair still sums to the change in ``g_k``.
+
 Transforms (``y`` the label of the explained row):
 
 * ``"logistic"``: ``sigmoid(m)``; ``"softmax"``: ``softmax(m)_k`` (the margins of all classes
@@ -62,6 +70,47 @@ def derivative(transform: str, m: jax.Array, y: jax.Array) -> jax.Array:
     if transform == "squared_loss":
         return 2.0 * (m - y)
     raise ValueError(f"Unknown transform {transform!r}.")  # pragma: no cover
+
+
+def _class_game_tables(k: int):
+    """For the ``K``-class Shapley values: per class ``j``, the coalitions ``T`` without ``j``,
+    ``T | {j}``, and the weights ``|T|! (K-|T|-1)! / K!``; and all ``2**K`` coalition masks."""
+    import math
+
+    import numpy as np
+
+    codes = np.arange(2**k)
+    masks = ((codes[:, None] >> np.arange(k)) & 1).astype(bool)
+    size = masks.sum(1)
+    without, with_, weight = [], [], []
+    for j in range(k):
+        t = codes[~masks[:, j]]
+        without.append(t)
+        with_.append(t | (1 << j))
+        weight.append([math.factorial(s) * math.factorial(k - s - 1) / math.factorial(k) for s in size[t]])
+    return masks, np.asarray(without), np.asarray(with_), np.asarray(weight)
+
+
+MAX_SOFTMAX_CLASSES = 12
+
+
+def rescale_matrix(transform: str, fx: jax.Array, fb: jax.Array, y: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``R`` ``[B, K, K]`` and ``g(f(b))`` ``[B, K]``: output ``k``'s value is
+    ``sum_j R[b, k, j]`` times class ``j``'s raw pair values (diagonal except for softmax)."""
+    if transform != "softmax":
+        r, gb = rescale(transform, fx, fb, y)
+        return jax.vmap(jnp.diag)(r), gb
+    k = fx.shape[-1]
+    masks, without, with_, weight = _class_game_tables(k)
+    m = jnp.where(jnp.asarray(masks)[None], fx[None, None, :], fb[:, None, :])  # [B, 2**K, K]
+    v = jax.nn.softmax(m, axis=-1)  # [B, 2**K, K(k)]
+    psi = jnp.einsum("bjtk,jt->bkj", v[:, with_] - v[:, without], jnp.asarray(weight, fx.dtype))
+    d = fx[None, :] - fb  # [B, K(j)]
+    tiny = jnp.abs(d) <= 1e-6 * (1.0 + jnp.abs(fx[None, :]))
+    p = jax.nn.softmax(fx)
+    grad = p[:, None] * (jnp.eye(k, dtype=fx.dtype) - p[None, :])  # d p_k / d m_j at f(x)
+    r = jnp.where(tiny[:, None, :], grad[None], psi / jnp.where(tiny, 1.0, d)[:, None, :])
+    return r, jax.nn.softmax(fb, axis=-1)
 
 
 def rescale(transform: str, fx: jax.Array, fb: jax.Array, y: jax.Array) -> tuple[jax.Array, jax.Array]:
