@@ -183,3 +183,55 @@ def test_model_output_errors():
     reg = xgb.XGBRegressor(n_estimators=2, max_depth=2, objective="reg:absoluteerror").fit(X, y)
     with pytest.raises(ValueError, match="log_loss"):
         jaxshap.TreeExplainer(reg, X[:10], model_output="log_loss")
+
+
+# --- point 7: approximate, check_additivity, data in path-dependent mode, IsolationForest -------------
+def test_approximate_is_saabas_as_shap_and_xgboost():
+    X, y = _data(5)
+    model = xgb.XGBClassifier(n_estimators=5, max_depth=3).fit(X, np.digitize(y, [-1, 1]))
+    rows = X[:8]
+    ours = jaxshap.TreeExplainer(model)(rows, approximate=True)
+    approx = model.get_booster().predict(xgb.DMatrix(rows), pred_contribs=True, approx_contribs=True)
+    np.testing.assert_allclose(np.asarray(ours.values), np.transpose(approx[:, :, :-1], (0, 2, 1)), rtol=1e-4, atol=2e-5)
+    ref = shap.TreeExplainer(model).shap_values(rows, approximate=True)
+    np.testing.assert_allclose(np.asarray(ours.values), ref, rtol=1e-4, atol=2e-5)
+    np.testing.assert_allclose(_total(ours), model.predict(rows, output_margin=True), atol=3e-5)
+    exact = jaxshap.TreeExplainer(model)(rows)
+    assert np.abs(np.asarray(exact.values) - np.asarray(ours.values)).max() > 1e-3
+
+
+def test_check_additivity_catches_a_wrong_answer():
+    X, y = _data(6)
+    model = xgb.XGBRegressor(n_estimators=4, max_depth=3).fit(X, y)
+    ex = jaxshap.TreeExplainer(model)
+    ex(X[:4])  # passes
+    ex._default.base = ex._default.base + 0.01  # a corrupted explainer
+    with pytest.raises(RuntimeError, match="Additivity check failed"):
+        ex(X[:4])
+    ex(X[:4], check_additivity=False)
+
+
+def test_path_dependent_with_data_recounts_covers_as_shap():
+    X, y = _data(7)
+    model = xgb.XGBRegressor(n_estimators=4, max_depth=3).fit(X, y)
+    bg, rows = X[100:140], X[:6]
+    ours = jaxshap.TreeExplainer(model, bg, feature_perturbation="tree_path_dependent")(rows)
+    ref = shap.TreeExplainer(model, bg, feature_perturbation="tree_path_dependent")(rows)
+    np.testing.assert_allclose(np.asarray(ours.values), ref.values, rtol=1e-4, atol=2e-5)
+    np.testing.assert_allclose(np.asarray(ours.base_values), model.predict(bg, output_margin=True).mean(), atol=2e-5)
+    plain = jaxshap.TreeExplainer(model)(rows)
+    assert np.abs(np.asarray(plain.values) - np.asarray(ours.values)).max() > 1e-4
+
+
+@pytest.mark.parametrize("mode", ["tree_path_dependent", "interventional"])
+def test_isolation_forest_explains_mean_path_length_as_shap(mode):
+    X, _ = _data(8)
+    model = sk_ensemble.IsolationForest(n_estimators=6, max_samples=64, max_features=3, random_state=0).fit(X)
+    bg = X[100:120] if mode == "interventional" else None
+    rows = X[:8]
+    ours = jaxshap.TreeExplainer(model, bg, mode)(rows)
+    c = 2.0 * (np.log(63.0) + np.euler_gamma) - 2.0 * 63.0 / 64.0  # c(max_samples)
+    mean_path = -np.log2(-model.score_samples(rows)) * c
+    np.testing.assert_allclose(_total(ours), mean_path, rtol=1e-5, atol=1e-5)
+    ref = shap.TreeExplainer(model, bg, feature_perturbation=mode)(rows)
+    np.testing.assert_allclose(np.asarray(ours.values), ref.values, rtol=1e-4, atol=2e-5)
