@@ -553,12 +553,9 @@ def _native_raw(model: Any, e: TreeEnsemble, Xp: np.ndarray) -> np.ndarray:
     rounds = e.n_rounds
     try:
         if root == "xgboost":
-            import xgboost
-
             booster = model.get_booster() if hasattr(model, "get_booster") else model
-            dm = xgboost.DMatrix(Xp.astype(np.float32), missing=np.nan, feature_names=booster.feature_names,
-                                 feature_types=booster.feature_types, enable_categorical=True)
-            out = booster.predict(dm, output_margin=True, iteration_range=(0, rounds))
+            out = booster.inplace_predict(Xp.astype(np.float32), iteration_range=(0, rounds), predict_type="margin",
+                                          missing=np.nan, validate_features=False)
             return np.asarray(out, np.float64).reshape(Xp.shape[0], -1)
         if root == "lightgbm":
             booster = model.booster_ if hasattr(model, "booster_") else model
