@@ -28,6 +28,7 @@ import dataclasses
 import numpy as np
 
 MISSING_NAN, MISSING_AS_ZERO, MISSING_ZERO = 0, 1, 2
+MISSING_CATEGORICAL = 3  # a categorical (set membership) split; NaN goes the default way
 ZERO_THRESHOLD = 1e-35  # LightGBM's kZeroThreshold
 
 
@@ -59,6 +60,10 @@ class TreeEnsemble:
         (binary log-odds), ``"softmax"`` (multi-class scores) or ``None`` when unknown.
       loss: the training loss for ``model_output="log_loss"``: ``"squared_error"``,
         ``"binary_crossentropy"``, ``"multiclass_crossentropy"`` or ``None``.
+      cat_left: ``[T, N, W]`` uint32 bit sets, or ``None`` when no split is categorical: at a
+        categorical split (``missing == MISSING_CATEGORICAL``) the input is a category code
+        and goes left iff its bit is set (a NaN goes the default way; a negative or
+        out-of-range code goes right).
     """
 
     feature: np.ndarray
@@ -79,6 +84,8 @@ class TreeEnsemble:
     default_rounds: int | None = None
     link: str | None = None
     loss: str | None = None
+    cat_left: np.ndarray | None = None
+    cat_invalid_left: np.ndarray | None = None
 
     @property
     def n_trees(self) -> int:
@@ -104,6 +111,8 @@ class TreeEnsemble:
         keep = self.rounds < n_rounds
         cut = {f: getattr(self, f)[keep] for f in ("feature", "threshold", "left", "right", "default_left",
                                                     "missing", "value", "cover")}
+        if self.cat_left is not None:
+            cut["cat_left"], cut["cat_invalid_left"] = self.cat_left[keep], self.cat_invalid_left[keep]
         return dataclasses.replace(self, tree_round=self.rounds[keep], **cut)
 
     def prepare(self, X) -> np.ndarray:
@@ -128,19 +137,36 @@ class TreeEnsemble:
                 if not inner.any():
                     break
                 x = X[rows, np.maximum(f, 0)]
-                left = go_left(x, self.threshold[t, node], self.default_left[t, node], self.missing[t, node])
+                cats = None if self.cat_left is None else (self.cat_left[t, node], self.cat_invalid_left[t, node])
+                left = go_left(x, self.threshold[t, node], self.default_left[t, node], self.missing[t, node], cats)
                 nxt = np.where(left, self.left[t, node], self.right[t, node])
                 node = np.where(inner, nxt, node)
             out += self.value[t, node]
         return out
 
 
-def go_left(x, threshold, default_left, missing):
+def in_category_set(words: np.ndarray, x: np.ndarray, invalid: np.ndarray) -> np.ndarray:
+    """Whether category codes ``x`` (float, not NaN) are in the bit sets ``words`` ``[..., W]``;
+    ``invalid`` for negative codes and codes past the sets."""
+    n_bits = 32 * words.shape[-1]
+    with np.errstate(invalid="ignore"):
+        valid = (x >= 0) & (x < n_bits)
+    code = np.where(valid, x, 0).astype(np.int64)
+    word = np.take_along_axis(words, (code // 32)[..., None], axis=-1)[..., 0].astype(np.int64)
+    return np.where(valid, ((word >> (code % 32)) & 1) == 1, invalid)
+
+
+def go_left(x, threshold, default_left, missing, cat_left=None):
     """Whether values ``x`` go to the left child of nodes with these split parameters (NumPy)."""
     nan = np.isnan(x)
     xv = np.where(nan, 0.0, x)
-    is_missing = np.where(missing == MISSING_NAN, nan, (missing == MISSING_ZERO) & (np.abs(xv) <= ZERO_THRESHOLD))
-    return np.where(is_missing, default_left, xv <= threshold)
+    is_missing = np.where(missing == MISSING_ZERO, np.abs(xv) <= ZERO_THRESHOLD, nan)
+    is_missing = np.where(missing == MISSING_AS_ZERO, False, is_missing)
+    numeric = xv <= threshold
+    if cat_left is not None:
+        words, invalid_left = cat_left
+        numeric = np.where(missing == MISSING_CATEGORICAL, in_category_set(words, xv, invalid_left), numeric)
+    return np.where(is_missing, default_left, numeric)
 
 
 @dataclasses.dataclass
@@ -155,9 +181,12 @@ class Tree:
     missing: np.ndarray
     value: np.ndarray  # [N, K]
     cover: np.ndarray
+    cat_left: np.ndarray | None = None  # [N, W] uint32 bit sets of categories that go left
+    cat_invalid_left: np.ndarray | None = None  # [N] where invalid codes go
 
 
-def make_tree(feature, threshold, left, right, default_left, value, cover, missing=None) -> Tree:
+def make_tree(feature, threshold, left, right, default_left, value, cover, missing=None, cat_left=None,
+              cat_invalid_left=None) -> Tree:
     """Build a :class:`Tree`, normalising dtypes and marking leaves with ``feature = -1``."""
     left = np.asarray(left, dtype=np.int32)
     right = np.asarray(right, dtype=np.int32)
@@ -176,6 +205,8 @@ def make_tree(feature, threshold, left, right, default_left, value, cover, missi
         np.asarray(missing, dtype=np.int8),
         value,
         np.asarray(cover, dtype=np.float64),
+        None if cat_left is None else np.asarray(cat_left, dtype=np.uint32).reshape(n, -1),
+        None if cat_left is None else np.asarray(cat_invalid_left, dtype=bool).reshape(n),
     )
 
 
@@ -194,6 +225,18 @@ def stack_trees(trees: list[Tree], base, n_features: int, source: str) -> TreeEn
         if t.value.shape[1] != k:
             raise ValueError("Every tree must have the same number of outputs.")
     base = np.broadcast_to(np.asarray(base, dtype=np.float64).reshape(-1), (k,)).copy()
+    cat_left = cat_invalid_left = None
+    if any(t.cat_left is not None for t in trees):
+        w = max(t.cat_left.shape[1] for t in trees if t.cat_left is not None)
+        cat_left = np.zeros((len(trees), n, w), np.uint32)
+        cat_invalid_left = np.zeros((len(trees), n), bool)
+        for i, t in enumerate(trees):
+            if t.cat_left is not None:
+                m = t.cat_left.shape[0]
+                # codes past a node's own words go where its invalid codes go
+                cat_left[i, :m] = np.where(t.cat_invalid_left[:, None], np.uint32(0xFFFFFFFF), np.uint32(0))
+                cat_left[i, :m, : t.cat_left.shape[1]] = t.cat_left
+                cat_invalid_left[i, :m] = t.cat_invalid_left
     return TreeEnsemble(
         feature=np.stack([pad(t.feature, -1) for t in trees]),
         threshold=np.stack([pad(t.threshold, 0.0) for t in trees]),
@@ -206,6 +249,8 @@ def stack_trees(trees: list[Tree], base, n_features: int, source: str) -> TreeEn
         base=base,
         n_features=int(n_features),
         source=source,
+        cat_left=cat_left,
+        cat_invalid_left=cat_invalid_left,
     )
 
 

@@ -135,7 +135,8 @@ def _cover_from_data(e: TreeEnsemble, X: np.ndarray) -> TreeEnsemble:
         if not inner.any():
             break
         x = X[rows, np.maximum(f, 0)]
-        left = go_left(x, e.threshold[trees, node], e.default_left[trees, node], e.missing[trees, node])
+        cats = None if e.cat_left is None else (e.cat_left[trees, node], e.cat_invalid_left[trees, node])
+        left = go_left(x, e.threshold[trees, node], e.default_left[trees, node], e.missing[trees, node], cats)
         node = np.where(inner, np.where(left, e.left[trees, node], e.right[trees, node]), node)
         flat = (trees * n + node)[inner]
         counts += np.bincount(flat, minlength=t * n)
@@ -325,7 +326,11 @@ class TreeExplainer:
             return self._builds[key]
         e = self.ensemble.first_rounds(rounds)
         paths = decompose(e, max_bytes=max(self.memory_budget, DEFAULT_MEMORY_BUDGET), saabas=approximate)
-        router = Router.from_bounds(paths.feature, paths.lower, paths.upper, e.n_features)
+        categorical = None
+        if paths.cat is not None:
+            categorical = np.zeros(e.n_features, bool)
+            categorical[paths.feature[paths.cat]] = True
+        router = Router.from_bounds(paths.feature, paths.lower, paths.upper, e.n_features, categorical)
         paths = dataclasses.replace(
             paths, lower=router.bounds(paths.feature, paths.lower), upper=router.bounds(paths.feature, paths.upper)
         )

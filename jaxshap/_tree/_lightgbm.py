@@ -11,7 +11,7 @@ import dataclasses
 
 import numpy as np
 
-from ._ensemble import MISSING_AS_ZERO, MISSING_NAN, MISSING_ZERO, TreeEnsemble, make_tree, one_hot_values, stack_trees
+from ._ensemble import MISSING_AS_ZERO, MISSING_CATEGORICAL, MISSING_NAN, MISSING_ZERO, TreeEnsemble, make_tree, one_hot_values, stack_trees
 
 # LightGBM's decision_type bit field: bit 0 categorical, bit 1 default left, bits 2-3 missing type
 _MISSING_CODES = np.asarray([MISSING_AS_ZERO, MISSING_ZERO, MISSING_NAN, MISSING_NAN], dtype=np.int8)
@@ -51,8 +51,21 @@ def _tree(block: dict, k: int, n_outputs: int, scale: float):
         return make_tree([-1], [0.0], [-1], [-1], [True], one_hot_values(leaf_value[:1], k, n_outputs), leaf_count[:1])
     n_inner = n_leaves - 1
     decision = _array(block, "decision_type", np.int64)
-    if np.any(decision & 1):
-        raise TypeError("TreeExplainer does not support LightGBM categorical splits; encode those features numerically.")
+    is_cat = (decision & 1) != 0
+    threshold = _array(block, "threshold", np.float64)
+    cat_left = cat_invalid_left = None
+    if is_cat.any():
+        # the categories whose bits are set go left; NaN, negative and other codes go right
+        bounds = _array(block, "cat_boundaries", np.int64)
+        words = _array(block, "cat_threshold", np.int64).astype(np.uint32)
+        n_words = int(np.diff(bounds).max())
+        cat_left = np.zeros((n_inner + n_leaves, n_words), np.uint32)
+        for node in np.flatnonzero(is_cat):  # one row of words per categorical split
+            idx = int(threshold[node])
+            seg = words[bounds[idx] : bounds[idx + 1]]
+            cat_left[node, : seg.size] = seg
+        cat_invalid_left = np.zeros(n_inner + n_leaves, bool)
+        threshold = np.where(is_cat, 0.0, threshold)
 
     def child(c):
         c = _array(block, c, np.int64)
@@ -61,16 +74,18 @@ def _tree(block: dict, k: int, n_outputs: int, scale: float):
     pad = lambda a, fill: np.concatenate([a, np.full(n_leaves, fill, a.dtype)])  # noqa: E731
     value = np.concatenate([np.zeros(n_inner), leaf_value])
     cover = np.concatenate([_array(block, "internal_count", np.float64), leaf_count])
-    missing = _MISSING_CODES[(decision >> 2) & 3]
+    missing = np.where(is_cat, MISSING_CATEGORICAL, _MISSING_CODES[(decision >> 2) & 3]).astype(np.int8)
     return make_tree(
         pad(_array(block, "split_feature", np.int64), -1),
-        pad(_array(block, "threshold", np.float64), 0.0),
+        pad(threshold, 0.0),
         pad(child("left_child"), -1),
         pad(child("right_child"), -1),
-        pad((decision & 2) != 0, True),
+        pad(((decision & 2) != 0) & ~is_cat, True),
         one_hot_values(value, k, n_outputs),
         cover,
         pad(missing, MISSING_NAN),
+        cat_left,
+        cat_invalid_left,
     )
 
 
@@ -98,8 +113,8 @@ def load_lightgbm(model) -> TreeEnsemble:
     multiplied by the learning rate, so the raw score is the plain sum of the trees (divided by
     the number of iterations for random-forest mode, ``average_output``). Thresholds are
     compared in float64, as LightGBM's ``predict`` does. ``predict`` uses the best iteration
-    after early stopping, so that is what is explained by default. Linear trees and categorical
-    splits are not supported.
+    after early stopping, so that is what is explained by default. Categorical splits send the
+    codes in their bit set left (NaN and other codes right). Linear trees are not supported.
     """
     booster = model.booster_ if hasattr(model, "booster_") else model
     header, blocks = _blocks(booster.model_to_string(num_iteration=-1))

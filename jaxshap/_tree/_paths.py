@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._ensemble import MISSING_AS_ZERO, MISSING_ZERO, ZERO_THRESHOLD, TreeEnsemble
+from ._ensemble import MISSING_AS_ZERO, MISSING_CATEGORICAL, MISSING_ZERO, ZERO_THRESHOLD, TreeEnsemble
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +41,10 @@ class Paths:
       base: ``[K]`` the ensemble's constant.
       n_features, n_outputs: ``M`` and ``K``.
       length: ``[P]`` number of real (non-dummy) slots of each path; they come first.
+      saabas: ``[P, U]`` Saabas attribution of each slot (only when asked for).
+      cat, cat_words, cat_invalid_ok: for models with categorical splits: ``[P, U]`` whether the
+        slot tests set membership, ``[P, U, W]`` the bit set of category codes that follow the
+        path, and whether a negative or out-of-range code does; ``None`` otherwise.
     """
 
     feature: np.ndarray
@@ -57,6 +61,9 @@ class Paths:
     n_outputs: int
     length: np.ndarray
     saabas: np.ndarray | None = None
+    cat: np.ndarray | None = None
+    cat_words: np.ndarray | None = None
+    cat_invalid_ok: np.ndarray | None = None
 
     def subset(self, keep: np.ndarray, width: int) -> "Paths":
         """The paths ``keep`` (boolean ``[P]``), with slots cut to the first ``width`` columns
@@ -68,6 +75,9 @@ class Paths:
             zero_missing=cut(self.zero_missing), zero_ok=cut(self.zero_ok), zero_fraction=cut(self.zero_fraction),
             value=self.value[keep], output=self.output[keep], length=self.length[keep],
             saabas=None if self.saabas is None else cut(self.saabas),
+            cat=None if self.cat is None else cut(self.cat),
+            cat_words=None if self.cat_words is None else cut(self.cat_words),
+            cat_invalid_ok=None if self.cat_invalid_ok is None else cut(self.cat_invalid_ok),
         )
 
     @property
@@ -181,8 +191,16 @@ def decompose(e: TreeEnsemble, max_bytes: int | None = None, saabas: bool = Fals
     cover = e.cover.reshape(-1)
     cn = cover[node]
     z = np.where(cn > 0, cover[child] / np.where(cn > 0, cn, 1.0), 0.0)
-    lo = np.where(went_left, -np.inf, thr)
-    hi = np.where(went_left, thr, np.inf)
+    is_cat = code == MISSING_CATEGORICAL
+    lo = np.where(went_left | is_cat, -np.inf, thr)
+    hi = np.where(went_left & ~is_cat, thr, np.inf)
+    zero_ok = np.where(is_cat, True, zero_ok)
+    has_cat = e.cat_left is not None and bool(is_cat.any())
+    if has_cat:
+        words = e.cat_left.reshape(t * n, -1)[node]  # [E, W]
+        allowed = np.where(is_cat[:, None], np.where(went_left[:, None], words, ~words), np.uint32(0xFFFFFFFF))
+        invalid_left = e.cat_invalid_left.reshape(-1)[node]
+        invalid_ok = ~is_cat | (invalid_left == went_left)
     # merge entries of one path on one feature into a slot
     order = np.lexsort((f, leaf_of))
     key_leaf, key_f = leaf_of[order], f[order]
@@ -198,6 +216,10 @@ def decompose(e: TreeEnsemble, max_bytes: int | None = None, saabas: bool = Fals
         if np.any(s_zmiss != np.logical_and.reduceat(zmiss[order], starts)):
             raise ValueError("Mixed LightGBM missing-value types on one feature are not supported.")
         s_z = np.multiply.reduceat(z[order], starts)
+        if has_cat:
+            s_cat = np.logical_or.reduceat(is_cat[order], starts)
+            s_words = np.bitwise_and.reduceat(allowed[order], starts, axis=0)
+            s_invalid = np.logical_and.reduceat(invalid_ok[order], starts)
         if saabas:
             mean = node_means(e)
             s_delta = np.add.reduceat((mean[child] - mean[node])[order], starts, axis=0)  # [S, K]
@@ -222,11 +244,18 @@ def decompose(e: TreeEnsemble, max_bytes: int | None = None, saabas: bool = Fals
         if starts.size:
             full[s_leaf, slot_pos] = s_delta
         deltas = full[leaf_rep, :, out_rep]
+    cats = {}
+    if has_cat:
+        w = allowed.shape[1]
+        words_table = np.full((leaves.size, n_slots, w), 0xFFFFFFFF, np.uint32)
+        words_table[s_leaf, slot_pos] = s_words
+        cats = dict(cat=table(s_cat, False, bool), cat_words=words_table[leaf_rep],
+                    cat_invalid_ok=table(s_invalid, True, bool))
     return Paths(
         table(s_f, 0, np.int32), table(s_lo, -np.inf, np.float64), table(s_hi, np.inf, np.float64),
         table(s_nan, True, bool), table(s_zmiss, False, bool), table(s_zok, True, bool),
         table(s_z, 1.0, np.float64), value.astype(np.float64), out_rep.astype(np.int32),
-        e.base.copy(), e.n_features, k_out, length[leaf_rep].astype(np.int32), deltas,
+        e.base.copy(), e.n_features, k_out, length[leaf_rep].astype(np.int32), deltas, **cats,
     )
 
 
@@ -251,7 +280,19 @@ def slot_arrays(paths: Paths, dtype) -> dict:
         "zero_missing": paths.zero_missing,
         "zero_ok": paths.zero_ok,
     }
+    if paths.cat is not None:
+        host.update(cat=paths.cat, cat_words=paths.cat_words, cat_invalid_ok=paths.cat_invalid_ok)
     return {name: jax.device_put(a) for name, a in host.items()}
+
+
+def _category_follows(words, invalid_ok, v, xp):
+    """Set membership of category codes ``v`` (NaN already handled) in ``words [..., W]``."""
+    n_bits = 32 * words.shape[-1]
+    valid = (v >= 0) & (v < n_bits)
+    code = xp.where(valid, v, 0).astype(xp.int32)
+    word = xp.take_along_axis(words, (code // 32)[..., None], axis=-1)[..., 0]
+    bit = (word >> (code % 32).astype(xp.uint32)) & xp.uint32(1)
+    return xp.where(valid, bit == 1, invalid_ok)
 
 
 def follows(slots: dict, x: jax.Array) -> jax.Array:
@@ -260,6 +301,9 @@ def follows(slots: dict, x: jax.Array) -> jax.Array:
     nan = jnp.isnan(v)
     zero = slots["zero_missing"] & (jnp.abs(v) <= ZERO_THRESHOLD)
     inside = (v > slots["lower"]) & (v <= slots["upper"])
+    if "cat" in slots:
+        vc = jnp.where(nan, 0.0, v)
+        inside = jnp.where(slots["cat"], _category_follows(slots["cat_words"], slots["cat_invalid_ok"], vc, jnp), inside)
     return jnp.where(nan, slots["nan_ok"], jnp.where(zero, slots["zero_ok"], inside))
 
 
@@ -272,6 +316,10 @@ def follows_host(paths: Paths, X: np.ndarray) -> np.ndarray:
     zero = paths.zero_missing & (np.abs(np.where(nan, 0, v)) <= ZERO_THRESHOLD)
     with np.errstate(invalid="ignore"):
         inside = (v > lower) & (v <= upper)
+    if paths.cat is not None:
+        vc = np.where(nan, 0.0, v)
+        words = np.broadcast_to(paths.cat_words, v.shape + paths.cat_words.shape[-1:])
+        inside = np.where(paths.cat, _category_follows(words, paths.cat_invalid_ok, vc, np), inside)
     return np.where(nan, paths.nan_ok, np.where(zero, paths.zero_ok, inside))
 
 

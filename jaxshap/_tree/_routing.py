@@ -41,9 +41,11 @@ class Router:
 
     thresholds: tuple
     zero_rank: np.ndarray
+    categorical: np.ndarray | None = None  # [M] features passed through as category codes
 
     @classmethod
-    def from_bounds(cls, feature: np.ndarray, lower: np.ndarray, upper: np.ndarray, n_features: int) -> "Router":
+    def from_bounds(cls, feature: np.ndarray, lower: np.ndarray, upper: np.ndarray, n_features: int,
+                    categorical: np.ndarray | None = None) -> "Router":
         """Collect every finite bound of the paths' slots, per feature."""
         f = np.concatenate([feature.reshape(-1), feature.reshape(-1)])
         v = np.concatenate([lower.reshape(-1), upper.reshape(-1)])
@@ -63,7 +65,7 @@ class Router:
                 )
             out.append(t)
             zero[j] = np.searchsorted(t, 0.0, side="left")
-        return cls(tuple(out), zero)
+        return cls(tuple(out), zero, categorical)
 
     def bounds(self, feature: np.ndarray, values: np.ndarray) -> np.ndarray:
         """Bounds (thresholds of their features, or infinities) as shifted ranks, float64."""
@@ -88,6 +90,9 @@ class Router:
         out = np.empty(X.shape, dtype)
         for j, t in enumerate(self.thresholds):
             col = X[:, j]
+            if self.categorical is not None and self.categorical[j]:
+                out[:, j] = col  # category codes, compared by set membership
+                continue
             r = np.searchsorted(t, col, side="left").astype(np.float64) - self.zero_rank[j]
             out[:, j] = np.where(np.isnan(col), np.nan, r)
         return out

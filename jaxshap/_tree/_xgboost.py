@@ -7,7 +7,20 @@ import json
 
 import numpy as np
 
-from ._ensemble import TreeEnsemble, make_tree, one_hot_values, stack_trees
+from ._ensemble import MISSING_CATEGORICAL, MISSING_NAN, TreeEnsemble, make_tree, one_hot_values, stack_trees
+
+
+def _category_sets(tj: dict, n_nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Bit sets of the categories that go left at each node: XGBoost sends the categories
+    listed for a node right and every other code (unlisted, negative or past the list) left."""
+    nodes = np.asarray(tj["categories_nodes"], dtype=np.int64)
+    sizes = np.asarray(tj["categories_sizes"], dtype=np.int64)
+    cats = np.asarray(tj["categories"], dtype=np.int64)
+    n_words = max(1, (int(cats.max()) + 1 + 31) // 32) if cats.size else 1
+    right = np.zeros((n_nodes, n_words), np.uint32)
+    owner = np.repeat(nodes, sizes)
+    np.bitwise_or.at(right, (owner, cats // 32), (np.uint32(1) << (cats % 32).astype(np.uint32)))
+    return ~right, np.ones(n_nodes, bool)
 
 
 def _booster(model):
@@ -57,9 +70,12 @@ def load_xgboost(model) -> TreeEnsemble:
     for tj, k, w in zip(trees_json, info, weights):
         if int(tj["tree_param"].get("size_leaf_vector", "1")) > 1:
             raise TypeError("TreeExplainer does not support XGBoost vector-leaf trees (multi_strategy='multi_output_tree').")
-        if any(int(s) != 0 for s in tj["split_type"]):
-            raise TypeError("TreeExplainer does not support XGBoost categorical splits; one-hot encode those features.")
         left = np.asarray(tj["left_children"])
+        split_type = np.asarray(tj["split_type"], dtype=np.int64)
+        missing = cat_left = cat_invalid_left = None
+        if np.any(split_type != 0):
+            missing = np.where(split_type != 0, MISSING_CATEGORICAL, MISSING_NAN).astype(np.int8)
+            cat_left, cat_invalid_left = _category_sets(tj, left.size)
         cond = np.asarray(tj["split_conditions"], dtype=np.float32)
         leaf = left < 0
         value = np.where(leaf, cond.astype(np.float64) * w, 0.0)
@@ -72,11 +88,15 @@ def load_xgboost(model) -> TreeEnsemble:
                 np.asarray(tj["default_left"], dtype=bool),
                 one_hot_values(value, int(k), n_outputs),
                 tj["sum_hessian"],
+                missing,
+                cat_left,
+                cat_invalid_left,
             )
         )
     ensemble = stack_trees(trees, np.zeros(n_outputs), n_features, "XGBoost")
     probe = np.full((1, n_features), np.nan, dtype=np.float32)
-    dmatrix = xgboost.DMatrix(probe, feature_names=booster.feature_names, feature_types=booster.feature_types)
+    dmatrix = xgboost.DMatrix(probe, feature_names=booster.feature_names, feature_types=booster.feature_types,
+                              enable_categorical=True)
     margin = np.asarray(booster.predict(dmatrix, output_margin=True), dtype=np.float64)
     base = margin.reshape(-1) - ensemble.predict(probe).reshape(-1)
     # The scikit-learn wrappers predict with the best iteration after early stopping; a Booster
