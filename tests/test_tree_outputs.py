@@ -114,12 +114,12 @@ def test_probability_binary_xgboost_matches_shap_and_oracle():
 
 def test_probability_multiclass_is_softmax_and_efficient():
     X, y = _data(1)
-    model = lgb.LGBMClassifier(n_estimators=5, num_leaves=6, verbose=-1).fit(X, np.digitize(y, [-1, 1]))
+    model = lgb.LGBMClassifier(n_estimators=3, num_leaves=5, verbose=-1).fit(X, np.digitize(y, [-1, 1]))
     raw = lambda Z: model.predict(Z, raw_score=True)  # noqa: E731
     rows = X[:6]
     # background rows whose margins all differ from row 0's (the oracle divides by them)
     gap = np.abs(raw(X[100:200]) - raw(rows[:1])).min(1)
-    bg = X[100:200][gap > 1e-3][:16]
+    bg = X[100:200][gap > 1e-3][:10]
     ours = jaxshap.TreeExplainer(model, bg, model_output="probability")(rows)
     assert ours.values.shape == (6, M, 3)
     np.testing.assert_allclose(_total(ours), model.predict_proba(rows), rtol=0, atol=2e-6)
@@ -155,14 +155,14 @@ def test_log_loss_matches_shap(kind):
     X, y = _data(4)
     if kind == "binary":
         labels = (y > 0).astype(int)
-        model = xgb.XGBClassifier(n_estimators=6, max_depth=3).fit(X, labels)
+        model = xgb.XGBClassifier(n_estimators=3, max_depth=3).fit(X, labels)
         p = model.predict_proba(X[:8])[:, 1]
         loss = -(labels[:8] * np.log(p) + (1 - labels[:8]) * np.log(1 - p))
     else:
         labels = y
-        model = xgb.XGBRegressor(n_estimators=6, max_depth=3).fit(X, labels)
+        model = xgb.XGBRegressor(n_estimators=3, max_depth=3).fit(X, labels)
         loss = (model.predict(X[:8]) - labels[:8]) ** 2
-    bg, rows = X[100:120], X[:8]
+    bg, rows = X[100:112], X[:8]
     ours = jaxshap.TreeExplainer(model, bg, model_output="log_loss")(rows, y=labels[:8])
     np.testing.assert_allclose(_total(ours), loss, rtol=1e-5, atol=1e-5)
     ref = shap.TreeExplainer(model, bg, model_output="log_loss", feature_perturbation="interventional")
