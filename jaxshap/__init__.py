@@ -2,18 +2,21 @@
 
 Public API (everything else is private):
 
-* Explainers: :class:`ExactExplainer`, :class:`PermutationExplainer`, :class:`KernelExplainer`,
-  :class:`LinearExplainer`, :class:`TreeExplainer`.
+* Explainers: :class:`Explainer` (picks one as ``shap.Explainer`` does), :class:`ExactExplainer`,
+  :class:`PermutationExplainer`, :class:`KernelExplainer`, :class:`LinearExplainer`,
+  :class:`TreeExplainer`.
 * Result: :class:`Explanation`.
 * Interactions and effects: :func:`partial_dependence` (:class:`PartialDependence`),
   :func:`h_statistic` (:class:`HStatistics`), :func:`functional_anova` (:class:`FunctionalANOVA`).
 * Submodules: :mod:`jaxshap.maskers` (value functions), :mod:`jaxshap.estimators` (estimator
   kernels on any value function), :mod:`jaxshap.coalitions` (masks, weights, sampling),
-  :mod:`jaxshap.datasets` (data shipped with the package).
+  :mod:`jaxshap.datasets` (data shipped with the package), :mod:`jaxshap.plots` (shap's plots
+  on jaxshap results).
 """
 
-from . import coalitions, datasets, estimators, maskers
+from . import coalitions, datasets, estimators, maskers, plots
 from ._runtime._chunking import DEFAULT_MEMORY_BUDGET
+from ._explainers._auto import Explainer
 from ._explainers._exact import ExactExplainer
 from ._explanation import Explanation
 from ._effects._functional_anova import FunctionalANOVA, functional_anova
@@ -29,6 +32,7 @@ __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_MEMORY_BUDGET",
     "ExactExplainer",
+    "Explainer",
     "Explanation",
     "FunctionalANOVA",
     "HStatistics",
@@ -44,4 +48,5 @@ __all__ = [
     "h_statistic",
     "maskers",
     "partial_dependence",
+    "plots",
 ]

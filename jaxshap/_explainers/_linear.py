@@ -11,6 +11,7 @@ import numpy as np
 from .._explanation import Explanation
 from .._algebra._gaussian import prepare, sample_moments
 from .._runtime._inputs import (
+    align_columns,
     as_key,
     as_matrix,
     check_finite,
@@ -20,6 +21,8 @@ from .._runtime._inputs import (
     is_traced,
     resolve_feature_names,
 )
+from .._runtime._model import output_names_of
+from .._runtime._shap_api import ShapAPI
 from .._algebra._linear import exact_transform, sampled_transform, to_data_units
 
 MAX_AUTO_EXACT_FEATURES = 16
@@ -71,7 +74,7 @@ def parse_linear_model(model: Any) -> tuple[jax.Array, jax.Array, bool]:
     return coef, intercept, single
 
 
-class LinearExplainer:
+class LinearExplainer(ShapAPI):
     r"""Exact Shapley values of a linear model :math:`f(x) = \beta x + b`.
 
     * ``"interventional"`` (default, as in shap): features are perturbed independently of each
@@ -137,6 +140,7 @@ class LinearExplainer:
         check_walks(n_permutations, 2)
         self.feature_perturbation = feature_perturbation
         coef, intercept, self._single = parse_linear_model(model)
+        self._output_names = output_names_of(model, coef.shape[0])  # a classifier's classes_
         correlated = feature_perturbation == "correlation_dependent"
         mean, cov, names = self._moments(data, coef.shape[1], need_cov=correlated)
         dtype = jnp.result_type(mean.dtype, jnp.float32)
@@ -220,6 +224,7 @@ class LinearExplainer:
           carries Monte-Carlo error shared by every row, which is not estimated).
         """
         del key
+        X = align_columns(X, self._data_names, "X")
         names = column_names(X)
         X = as_matrix(X, "X", dtype=self.mean.dtype)
         check_n_features(X, self.n_features, "X", "the model's coefficients")
@@ -228,7 +233,7 @@ class LinearExplainer:
         if self._single:
             values, base = values[..., 0], base[..., 0]
         feature_names = resolve_feature_names(self._names, self.n_features, self._data_names, names)
-        output_names = None if self._single else [f"Output {k}" for k in range(self.coef.shape[0])]
+        output_names = None if self._single else self._output_names or [f"Output {k}" for k in range(self.coef.shape[0])]
         return Explanation(values, base, X, None, feature_names, output_names)
 
 

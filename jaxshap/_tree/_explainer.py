@@ -12,7 +12,9 @@ import numpy as np
 
 from .._explanation import Explanation
 from .._runtime._chunking import DEFAULT_MEMORY_BUDGET, map_chunks
-from .._runtime._inputs import float_dtype, resolve_feature_names
+from .._runtime._inputs import align_columns, float_dtype, resolve_feature_names
+from .._runtime._model import output_names_of
+from .._runtime._shap_api import ShapAPI
 from . import _transforms
 from ._ensemble import TreeEnsemble
 from ._import import import_model
@@ -143,7 +145,7 @@ def _cover_from_data(e: TreeEnsemble, X: np.ndarray) -> TreeEnsemble:
     return dataclasses.replace(e, cover=counts.reshape(t, n))
 
 
-class TreeExplainer:
+class TreeExplainer(ShapAPI):
     r"""Exact SHAP values of a tree ensemble, computed from its structure.
 
     Two value functions (Lundberg et al. 2020, "From local explanations to global understanding
@@ -270,6 +272,7 @@ class TreeExplainer:
                 # as shap: the path-dependent game with node covers counted on `data`
                 self.ensemble = _cover_from_data(self.ensemble, self._background)
         self.n_outputs = self.ensemble.n_outputs * (2 if self._doubled else 1)
+        self._output_names = output_names_of(model, self.n_outputs)  # a classifier's classes_
         self._builds: dict = {}
         self._build(self.ensemble.default_rounds, False)
 
@@ -475,6 +478,7 @@ class TreeExplainer:
         Returns:
           An :class:`Explanation`: ``values`` ``[n, M]`` for one output, else ``[n, M, K]``.
         """
+        X = align_columns(X, self._data_names, "X")
         Xh, names = host_rows(X, "X", sparse_missing=self.ensemble.sparse_missing)
         self._check_n_features(Xh, "X")
         rounds = self._rounds(tree_limit)
@@ -504,14 +508,15 @@ class TreeExplainer:
         if single:
             phi, base = phi[..., 0], base[..., 0]
         feature_names = resolve_feature_names(self._names, self.n_features, self._data_names, names)
-        output_names = None if single else [f"Output {j}" for j in range(phi.shape[-1])]
+        output_names = None if single else self._output_names or [f"Output {j}" for j in range(phi.shape[-1])]
         return Explanation(phi, base, _put(Xh, self.dtype), None, feature_names, output_names)
 
     def shap_values(self, X: Any, y: Any = None, *, tree_limit: int | None = None, approximate: bool = False,
-                    check_additivity: bool = True) -> np.ndarray:
-        """As shap's ``TreeExplainer.shap_values``: NumPy ``[n, M]`` or ``[n, M, K]``."""
-        expl = self(X, y=y, tree_limit=tree_limit, approximate=approximate, check_additivity=check_additivity)
-        return np.asarray(expl.values)
+                    check_additivity: bool = True, **kwargs: Any) -> np.ndarray:
+        """As shap's ``TreeExplainer.shap_values(X, y=None, tree_limit=None, approximate=False,
+        check_additivity=True)``: NumPy ``[n, M]`` or ``[n, M, K]`` (``[M]`` for one 1-D row)."""
+        return super().shap_values(X, y=y, tree_limit=tree_limit, approximate=approximate,
+                                   check_additivity=check_additivity, **kwargs)
 
     def _labels(self, y: Any, n: int) -> np.ndarray:
         if self._transform not in ("logistic_nlogloss", "squared_loss"):
