@@ -4,7 +4,8 @@ Public API (everything else is private):
 
 * Explainers: :class:`Explainer` (picks one as ``shap.Explainer`` does), :class:`ExactExplainer`,
   :class:`PermutationExplainer`, :class:`KernelExplainer`, :class:`LinearExplainer`,
-  :class:`TreeExplainer`.
+  :class:`TreeExplainer`; for differentiable models :class:`GradientExplainer` (expected
+  gradients), :func:`integrated_gradients` and :class:`AmortizedExplainer` (FastSHAP).
 * Result: :class:`Explanation`.
 * Interactions and effects: :func:`partial_dependence` (:class:`PartialDependence`),
   :func:`h_statistic` (:class:`HStatistics`), :func:`functional_anova` (:class:`FunctionalANOVA`).
@@ -15,9 +16,11 @@ Public API (everything else is private):
 """
 
 from . import coalitions, datasets, estimators, maskers, plots
+from ._explainers._amortized import AmortizedExplainer
 from ._runtime._chunking import DEFAULT_MEMORY_BUDGET
 from ._explainers._auto import Explainer
 from ._explainers._exact import ExactExplainer
+from ._explainers._gradient import GradientExplainer, integrated_gradients
 from ._explanation import Explanation
 from ._effects._functional_anova import FunctionalANOVA, functional_anova
 from ._effects._hstats import HStatistics, h_statistic
@@ -30,11 +33,13 @@ from ._tree import TreeExplainer
 __version__ = "0.1.0"
 
 __all__ = [
+    "AmortizedExplainer",
     "DEFAULT_MEMORY_BUDGET",
     "ExactExplainer",
     "Explainer",
     "Explanation",
     "FunctionalANOVA",
+    "GradientExplainer",
     "HStatistics",
     "KernelExplainer",
     "LinearExplainer",
@@ -46,6 +51,7 @@ __all__ = [
     "estimators",
     "functional_anova",
     "h_statistic",
+    "integrated_gradients",
     "maskers",
     "partial_dependence",
     "plots",

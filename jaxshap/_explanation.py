@@ -75,6 +75,11 @@ class Explanation:
       base_values: ``[n]`` or ``[n, K]``: the value of the empty coalition, ``E[f(X)]``.
       data: ``[n, M]``: the explained rows.
       stderr: standard errors of ``values`` for sampling estimators; ``None`` when exact.
+      interaction_values: ``[n, M, M]`` (or ``[n, M, M, K]``) pairwise interaction values when
+        asked for (``interactions=True``), else ``None``: symmetric, the diagonal holds the main
+        effects and each pair's interaction is split evenly between ``[i, j]`` and ``[j, i]``,
+        so for the efficient indices (shap's SHAP interaction values, k-SII, STII, FSII) the
+        rows sum to ``values``.
       feature_names: list of ``M`` feature names (one ``str`` after picking one feature).
       output_names: list of ``K`` output names, or ``None`` for a single output.
 
@@ -92,11 +97,13 @@ class Explanation:
         stderr: Any = None,
         feature_names: Sequence[str] | None = None,
         output_names: Sequence[str] | None = None,
+        interaction_values: Any = None,
     ):
         self.values = values
         self.base_values = base_values
         self.data = data
         self.stderr = stderr
+        self.interaction_values = interaction_values
         n_features = np.shape(values)[1] if np.ndim(values) >= 2 else np.shape(values)[-1]
         if feature_names is None:
             feature_names = [f"Feature {j}" for j in range(n_features)]
@@ -138,13 +145,13 @@ class Explanation:
         return self.shape[0]
 
     def tree_flatten(self):
-        children = (self.values, self.base_values, self.data, self.stderr)
+        children = (self.values, self.base_values, self.data, self.stderr, getattr(self, "interaction_values", None))
         return children, (self._feature_names, self._output_names, self._axes)
 
     @classmethod
     def tree_unflatten(cls, aux, children):
         obj = object.__new__(cls)
-        obj.values, obj.base_values, obj.data, obj.stderr = children
+        obj.values, obj.base_values, obj.data, obj.stderr, obj.interaction_values = children
         obj._feature_names, obj._output_names, obj._axes = aux
         return obj
 
@@ -357,7 +364,7 @@ class Explanation:
             f"axes: {self._axes}, {kind})"
         )
 
-    def to_shap(self):
+    def to_shap(self, interactions: bool = False):
         """Convert to a ``shap.Explanation`` of NumPy arrays, ready for ``shap.plots``.
 
         Multi-output results keep the output axis last (``[n, M, K]``); slice one output with
@@ -365,9 +372,24 @@ class Explanation:
         (``expl[i].to_shap()``) converts too, ready for ``shap.plots.waterfall``; ``stderr``
         becomes shap's ``error_std``.
 
+        With ``interaction_values``, their diagonal becomes shap's ``main_effects``; with
+        ``interactions=True`` the shap ``Explanation`` holds the ``[n, M, M]`` interaction values
+        as its ``values``, as shap's ``ExactExplainer(..., interactions=2)`` returns them (for
+        ``shap.dependence_plot`` with a pair, pass ``np.asarray(expl.interaction_values)``).
+
+        Args:
+          interactions: put the interaction values, not the attributions, in ``values``.
+
         Raises:
+          ValueError: ``interactions=True`` without interaction values.
           ImportError: when shap is not installed (``pip install 'jaxshap[plots]'``).
         """
+        inter = getattr(self, "interaction_values", None)
+        if interactions and inter is None:
+            raise ValueError(
+                "to_shap(interactions=True) needs interaction values: explain with "
+                "explainer(X, interactions=True) first."
+            )
         try:
             import shap
         except ImportError as err:
@@ -377,13 +399,17 @@ class Explanation:
         kwargs = {}
         if self._output_names is not None and not isinstance(self._output_names, str):
             kwargs["output_names"] = self.output_names
-        if self.stderr is not None:
+        if self.stderr is not None and not interactions:
             kwargs["error_std"] = np.asarray(self.stderr)
+        if inter is not None and not interactions and FEATURES in self._axes:
+            inter = np.asarray(inter)
+            axis = self._axes.index(FEATURES)
+            kwargs["main_effects"] = np.moveaxis(np.diagonal(inter, axis1=axis, axis2=axis + 1), -1, axis)
         base = np.asarray(self.base_values)
         if base.ndim == 0:  # one row of a single-output result: a scalar, as shap's own expl[i]
             base = base[()]
         return shap.Explanation(
-            values=np.asarray(self.values),
+            values=np.asarray(inter if interactions else self.values),
             base_values=base,
             data=np.asarray(self.data),
             feature_names=self.feature_names,

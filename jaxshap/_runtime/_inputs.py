@@ -101,7 +101,32 @@ def as_matrix(x: Any, name: str, *, dtype: Any = None) -> jax.Array:
         raise ValueError(f"`{name}` must be a 2-D array of shape [rows, features]; got shape {tuple(x.shape)}.")
     if x.shape[1] == 0:
         raise ValueError(f"`{name}` has no feature columns; pass an array of shape [rows, features].")
-    return jnp.asarray(x, dtype=dtype if dtype is not None else float_dtype(x))
+    target = jax.dtypes.canonicalize_dtype(dtype if dtype is not None else float_dtype(x))
+    check_fits(x, target, name)
+    return jnp.asarray(x, dtype=target)
+
+
+def check_fits(x: Any, dtype: Any, name: str) -> None:
+    """Raise a ``ValueError`` when concrete finite values of ``x`` overflow the floating ``dtype``.
+
+    Casting float64 values above float32's range gives inf, which would later be reported as
+    "NaN or inf" in data that holds none.
+    """
+    if is_traced(x) or not jnp.issubdtype(dtype, jnp.floating):
+        return
+    source = np.dtype(x.dtype)
+    if not (np.issubdtype(source, np.number) and source.itemsize > np.dtype(dtype).itemsize):
+        return
+    top = np.finfo(dtype).max
+    a = np.asarray(x)
+    too_big = np.isfinite(a) & (np.abs(a) > top)
+    if too_big.any():
+        where = tuple(int(i) for i in np.argwhere(too_big)[0])
+        raise ValueError(
+            f"`{name}` holds values too large for {np.dtype(dtype).name} (first {a[where]:.3g} at index {where}; "
+            f"the largest is {float(top):.3g}). Rescale the features, or enable x64 "
+            "(jax.config.update('jax_enable_x64', True)) to work in float64."
+        )
 
 
 def align_columns(x: Any, reference: Sequence[str] | None, name: str = "X") -> Any:
@@ -205,6 +230,60 @@ def check_finite(x: jax.Array, name: str) -> None:
             f"`{name}` contains NaN or inf (first at index {tuple(int(i) for i in bad)}); "
             "impute or drop those values before explaining."
         )
+
+
+def check_finite_outputs(
+    values: Any,
+    what: str = "`model`",
+    *,
+    row_ids: Any = None,
+    unit: str = "row",
+    source: str = "",
+    hint: str = "fix the model or drop those rows; attributions of NaN or inf are meaningless.",
+    limit: int = 5,
+) -> None:
+    """Raise a ``ValueError`` when concrete ``values`` hold NaN or inf, naming the first bad rows.
+
+    A NaN or inf from the model would otherwise flow silently into averages, ratios and
+    comparisons (a NaN denominator compares false, and a statistic becomes 0). No-op for traced
+    arrays.
+
+    Args:
+      values: outputs with one row per leading index (``[n]`` or ``[n, ...]``), or, as a boolean
+        array, a flag per row that says whether that row's outputs are finite (so a compiled
+        program can return ``isfinite(...).all(-1)`` instead of the outputs).
+      what: who produced them, for the message (for example ``"`model`"``).
+      row_ids: the ids to report for the rows (for example their positions in the user's
+        data before subsampling); default ``0 .. n - 1``.
+      unit: what a row is called in the message (``"row"``, ``"grid point"``).
+      source: where the rows come from, appended to the ids (for example ``" of `X`"``).
+      hint: what to do, appended to the message.
+      limit: at most this many ids are listed.
+
+    Raises:
+      ValueError: ``"<what> returned NaN or inf at <unit>(s) [i, j, ...]<source> (k of n). <hint>"``.
+    """
+    if is_traced(values):
+        return
+    v = np.asarray(values)
+    if v.ndim == 0:
+        v = v[None]
+    if v.size == 0:
+        return
+    if v.dtype == np.bool_:
+        bad = ~v.reshape(v.shape[0], -1).all(axis=1)
+    elif np.issubdtype(v.dtype, np.inexact):
+        bad = ~np.isfinite(v.reshape(v.shape[0], -1)).all(axis=1)
+    else:
+        return
+    if not bad.any():
+        return
+    idx = np.flatnonzero(bad)
+    ids = idx if row_ids is None else np.asarray(row_ids)[idx]
+    shown = ", ".join(str(int(i)) for i in ids[:limit]) + (", ..." if idx.size > limit else "")
+    raise ValueError(
+        f"{what} returned NaN or inf at {unit}(s) [{shown}]{source} ({idx.size} of {bad.size}); {hint}"
+    )
 
 
 def check_n_features(x: jax.Array, n_features: int, name: str, reference: str) -> None:

@@ -18,6 +18,7 @@ from .._runtime._shap_api import ShapAPI
 from . import _transforms
 from ._ensemble import TreeEnsemble
 from ._import import import_model
+from ._interactions import explain_interactions
 from ._interventional import interventional_tables_host, pair_shapley
 from ._path_dependent import expected_value, path_shapley, path_tables_host
 from ._paths import decompose, follows, follows_host, pattern, slot_arrays
@@ -119,6 +120,8 @@ class _Build:
     tabled: list
     base: np.ndarray  # [K] float64 (raw base for transformed outputs)
     fb: np.ndarray | None = None  # [B, K] background margins (transformed outputs)
+    paths: Any = None  # the routed paths (for interaction values)
+    background: np.ndarray | None = None  # the routed background rows (interventional)
 
 
 def _cover_from_data(e: TreeEnsemble, X: np.ndarray) -> TreeEnsemble:
@@ -261,20 +264,22 @@ class TreeExplainer(ShapAPI):
         self.dtype = jnp.dtype(dtype) if dtype is not None else float_dtype(np.zeros(0, np.float32))
         self._names = feature_names
         self._data_names = None
-        self._background = None
+        self._background_rows = None
         if data is not None:
             bg, self._data_names = host_rows(data, "data", sparse_missing=self.ensemble.sparse_missing)
             self._check_n_features(bg, "data")
             if bg.shape[0] == 0:
                 raise ValueError("`data` has no rows; pass at least one background row.")
-            self._background = self.ensemble.prepare(bg)
+            self._background_rows = self.ensemble.prepare(bg)
             if feature_perturbation == "tree_path_dependent" and explicit == "tree_path_dependent":
                 # as shap: the path-dependent game with node covers counted on `data`
-                self.ensemble = _cover_from_data(self.ensemble, self._background)
+                self.ensemble = _cover_from_data(self.ensemble, self._background_rows)
         self.n_outputs = self.ensemble.n_outputs * (2 if self._doubled else 1)
         self._output_names = output_names_of(model, self.n_outputs)  # a classifier's classes_
         self._builds: dict = {}
-        self._build(self.ensemble.default_rounds, False)
+        default = self._build(self.ensemble.default_rounds, False)
+        # for interaction values (built on demand): routed paths and background rows
+        self._paths, self._background = default.paths, default.background
 
     # --- set-up -------------------------------------------------------------------------------
     def _resolve_transform(self, model_output: str) -> tuple[str, bool]:
@@ -343,7 +348,7 @@ class TreeExplainer(ShapAPI):
         if self.feature_perturbation == "tree_path_dependent" or approximate:
             base = expected_value(paths.zero_fraction, paths.value, paths.output, paths.base)
         else:
-            background = router.encode(self._background, np.float32)
+            background = router.encode(self._background_rows, np.float32)
             stump = paths.length == 0  # single-leaf trees: every row reaches the leaf
             base = paths.base + np.bincount(paths.output[stump], paths.value[stump], minlength=k)
         # Paths are grouped by their number of distinct features L, so each group is tabulated
@@ -367,8 +372,8 @@ class TreeExplainer(ShapAPI):
                 base = base + np.bincount(g.output, g.value * np.asarray(reached, np.float64), minlength=k)
             groups.append(params)
             group_tabled.append(tabled)
-        fb = e.predict(self._background) if transformed else None
-        build = _Build(e, router, groups, group_tabled, np.asarray(base, np.float64), fb)
+        fb = e.predict(self._background_rows) if transformed else None
+        build = _Build(e, router, groups, group_tabled, np.asarray(base, np.float64), fb, paths, background)
         self._builds[key] = build
         return build
 
@@ -427,7 +432,7 @@ class TreeExplainer(ShapAPI):
                 per_row += p * u * 3 * self.dtype.itemsize
             elif self._transform != "identity":
                 k = self.ensemble.n_outputs
-                per_row += p * u * 8 * k * self.dtype.itemsize + 64 * self._background.shape[0] * 2**k
+                per_row += p * u * 8 * k * self.dtype.itemsize + 64 * self._background_rows.shape[0] * 2**k
             else:
                 per_row += p * u * (16 if tabled else 8 * (u + 2)) * self.dtype.itemsize // 4
         return max(1, min(n_rows, self.memory_budget // max(per_row, 1)))
@@ -457,6 +462,7 @@ class TreeExplainer(ShapAPI):
         tree_limit: int | None = None,
         approximate: bool = False,
         check_additivity: bool = True,
+        interactions: bool = False,
     ) -> Explanation:
         """Explain the rows of ``X`` (``key`` is accepted for a uniform interface and unused).
 
@@ -474,6 +480,9 @@ class TreeExplainer(ShapAPI):
             with the path-dependent base value, to the raw output.
           check_additivity: check that the values plus the base values reproduce the model's own
             prediction of the explained output, and raise ``RuntimeError`` when they do not.
+          interactions: also compute ``interaction_values`` ``[n, M, M]`` (or ``[n, M, M, K]``):
+            SHAP interaction values (see :meth:`shap_interaction_values`); raw output, default
+            trees, exact values only.
 
         Returns:
           An :class:`Explanation`: ``values`` ``[n, M]`` for one output, else ``[n, M, K]``.
@@ -509,7 +518,35 @@ class TreeExplainer(ShapAPI):
             phi, base = phi[..., 0], base[..., 0]
         feature_names = resolve_feature_names(self._names, self.n_features, self._data_names, names)
         output_names = None if single else self._output_names or [f"Output {j}" for j in range(phi.shape[-1])]
-        return Explanation(phi, base, _put(Xh, self.dtype), None, feature_names, output_names)
+        expl = Explanation(phi, base, _put(Xh, self.dtype), None, feature_names, output_names)
+        if interactions:
+            self._check_interactions(tree_limit, approximate)
+            inter = explain_interactions(self, codes)
+            expl.interaction_values = inter[..., 0] if single else inter
+        return expl
+
+    def _check_interactions(self, tree_limit, approximate) -> None:
+        if self._transform != "identity" or approximate or (tree_limit is not None and self._rounds(tree_limit)
+                                                             != self.ensemble.default_rounds):
+            raise ValueError(
+                "Interaction values are computed for model_output='raw', the default trees (no tree_limit) "
+                "and exact values (approximate=False)."
+            )
+
+    def shap_interaction_values(self, X: Any) -> np.ndarray:
+        """SHAP interaction values as shap's ``TreeExplainer.shap_interaction_values``: NumPy
+        ``[n, M, M]`` (``[n, M, M, K]`` for ``K`` outputs), symmetric, rows summing to the SHAP
+        values, the diagonal holding the main effects (Lundberg et al. 2020). Path-dependent or,
+        with background ``data``, interventional (exact; equal to
+        ``ExactExplainer(model, data, index="k-SII")``). See :mod:`jaxshap._tree._interactions`.
+        """
+        self._check_interactions(None, False)
+        X = align_columns(X, self._data_names, "X")
+        Xh, _ = host_rows(X, "X", sparse_missing=self.ensemble.sparse_missing)
+        self._check_n_features(Xh, "X")
+        codes = _put(self._default.router.encode(self.ensemble.prepare(Xh), np.float32), self.dtype)
+        inter = explain_interactions(self, codes)
+        return np.asarray(inter[..., 0] if self.n_outputs == 1 else inter)
 
     def shap_values(self, X: Any, y: Any = None, *, tree_limit: int | None = None, approximate: bool = False,
                     check_additivity: bool = True, **kwargs: Any) -> np.ndarray:
