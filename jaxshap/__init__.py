@@ -2,19 +2,25 @@
 
 Public API (everything else is private):
 
-* Explainers: :class:`ExactExplainer`, :class:`PermutationExplainer`, :class:`KernelExplainer`,
-  :class:`LinearExplainer`, :class:`TreeExplainer`.
+* Explainers: :class:`Explainer` (picks one as ``shap.Explainer`` does), :class:`ExactExplainer`,
+  :class:`PermutationExplainer`, :class:`KernelExplainer`, :class:`LinearExplainer`,
+  :class:`TreeExplainer`; for differentiable models :class:`GradientExplainer` (expected
+  gradients), :func:`integrated_gradients` and :class:`AmortizedExplainer` (FastSHAP).
 * Result: :class:`Explanation`.
 * Interactions and effects: :func:`partial_dependence` (:class:`PartialDependence`),
   :func:`h_statistic` (:class:`HStatistics`), :func:`functional_anova` (:class:`FunctionalANOVA`).
 * Submodules: :mod:`jaxshap.maskers` (value functions), :mod:`jaxshap.estimators` (estimator
   kernels on any value function), :mod:`jaxshap.coalitions` (masks, weights, sampling),
-  :mod:`jaxshap.datasets` (data shipped with the package).
+  :mod:`jaxshap.datasets` (data shipped with the package), :mod:`jaxshap.plots` (shap's plots
+  on jaxshap results).
 """
 
-from . import coalitions, datasets, estimators, maskers
+from . import coalitions, datasets, estimators, maskers, plots
+from ._explainers._amortized import AmortizedExplainer
 from ._runtime._chunking import DEFAULT_MEMORY_BUDGET
+from ._explainers._auto import Explainer
 from ._explainers._exact import ExactExplainer
+from ._explainers._gradient import GradientExplainer, integrated_gradients
 from ._explanation import Explanation
 from ._effects._functional_anova import FunctionalANOVA, functional_anova
 from ._effects._hstats import HStatistics, h_statistic
@@ -27,10 +33,13 @@ from ._tree import TreeExplainer
 __version__ = "0.1.0"
 
 __all__ = [
+    "AmortizedExplainer",
     "DEFAULT_MEMORY_BUDGET",
     "ExactExplainer",
+    "Explainer",
     "Explanation",
     "FunctionalANOVA",
+    "GradientExplainer",
     "HStatistics",
     "KernelExplainer",
     "LinearExplainer",
@@ -42,6 +51,8 @@ __all__ = [
     "estimators",
     "functional_anova",
     "h_statistic",
+    "integrated_gradients",
     "maskers",
     "partial_dependence",
+    "plots",
 ]

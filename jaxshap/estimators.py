@@ -5,7 +5,19 @@ Each kernel works on one game ``v: [C, M] bool -> [C, ...]`` and knows nothing a
 """
 
 from ._estimators._exact import exact_shapley
+from ._estimators._interactions import INDICES, banzhaf_values, exact_interactions, interaction_matrix
 from ._estimators._kernel import kernel_shapley, kernel_solve
+from ._estimators._kernel_interactions import kernel_interactions
 from ._estimators._permutation import permutation_shapley
 
-__all__ = ["exact_shapley", "kernel_shapley", "kernel_solve", "permutation_shapley"]
+__all__ = [
+    "INDICES",
+    "banzhaf_values",
+    "exact_interactions",
+    "exact_shapley",
+    "interaction_matrix",
+    "kernel_interactions",
+    "kernel_shapley",
+    "kernel_solve",
+    "permutation_shapley",
+]

@@ -29,7 +29,7 @@ def run(quick: bool = False) -> dict:
     cost = []
     for n in samples:
         background = rng.multivariate_normal(mean, cov, size=n).astype(np.float32)
-        ind = jaxshap.ExactExplainer(model, jaxshap.maskers.Independent(background))
+        ind = jaxshap.ExactExplainer(model, jaxshap.maskers.Independent(background, max_samples=None))
         gau = jaxshap.ExactExplainer(model, jaxshap.maskers.Gaussian(mean, cov, n_samples=n))
         _, t_ind = timed(lambda: ind(X).values, repeat=2)
         _, t_gau = timed(lambda: gau(X).values, repeat=2)

@@ -75,7 +75,12 @@ def exact_transform(corr: jax.Array, beta: jax.Array) -> jax.Array:
 
 
 def sampled_transform(
-    key: jax.Array, corr: jax.Array, beta: jax.Array, n_permutations: int, chunk: int | None = None
+    key: jax.Array,
+    corr: jax.Array,
+    beta: jax.Array,
+    n_permutations: int,
+    chunk: int | None = None,
+    precision: jax.Array | None = None,
 ) -> jax.Array:
     r"""The transform averaged over ``n_permutations`` antithetic walks.
 
@@ -95,6 +100,9 @@ def sampled_transform(
       n_permutations: number of walks, even and at least 2 (static).
       chunk: groups per vectorised step (static). By default 1 on a CPU, where one group at a
         time measured fastest, and 2 on accelerators.
+      precision: ``C^{-1}`` if already known (computed in float64 on the host, it keeps the
+        walks accurate for condition numbers near ``1 / eps`` of the working dtype, where an
+        inverse in that dtype loses every digit); by default :func:`precision_matrix` of ``corr``.
 
     Returns:
       ``[K, M, M]``.
@@ -102,7 +110,7 @@ def sampled_transform(
     m = corr.shape[0]
     n_groups, n_pairs = divmod(n_permutations // 2, 2)
     orders = sample_permutations(key, m, n_groups + n_pairs)  # [G (+1), M]
-    precision = precision_matrix(corr)
+    precision = precision_matrix(corr) if precision is None else precision.astype(corr.dtype)
     cov_beta = corr @ beta.T
     total = jnp.zeros((beta.shape[0], m, m), corr.dtype)
     if n_groups:

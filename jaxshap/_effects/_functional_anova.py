@@ -114,7 +114,7 @@ def functional_anova(
       A :class:`FunctionalANOVA`.
 
     Raises:
-      ValueError: for NaN/inf in ``X``, bad ``n_max``, malformed pairs or unknown features.
+      ValueError: for NaN/inf in ``X`` or in the model's output (naming the rows), bad ``n_max``, malformed pairs or unknown features.
     """
     X, names = prepare_data(X, feature_names)
     budget = check_budget(memory_budget)
@@ -124,10 +124,10 @@ def functional_anova(
         pair_list = tuple(itertools.combinations(range(m), 2))
     else:
         pair_list = resolve_tuples(pairs, names, 2, "pairs")
-    rows = subsample(X, n_max, key)
+    rows, row_ids = subsample(X, n_max, key, return_index=True)
     wrapped = wrap_model(model, m, X.dtype, rows[:2])
     sets = [(j,) for j in range(m)] + list(pair_list)
-    f, F, floor = centred_pds(wrapped, rows, set_masks(m, sets), budget)
+    f, F, floor = centred_pds(wrapped, rows, set_masks(m, sets), budget, row_ids=row_ids)
     intercept = wrapped.fn(rows).mean(0)
     main = F[:m]  # [M, n, K]
     if pair_list:

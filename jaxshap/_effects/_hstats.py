@@ -27,8 +27,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._runtime._chunking import DEFAULT_MEMORY_BUDGET
+from .._runtime._inputs import check_finite_outputs
 from .._runtime._model import Model, wrap_model
 from ._partial_dependence import (
+    MIXED_ROWS_HINT,
     check_budget,
     check_n_max,
     feature_index,
@@ -54,7 +56,14 @@ def set_masks(n_features: int, sets: Sequence[tuple[int, ...]], complement: bool
     return ~masks if complement else masks
 
 
-def centred_pds(model: Model, rows: jax.Array, masks: np.ndarray, memory_budget: int, then: Callable | None = None):
+def centred_pds(
+    model: Model,
+    rows: jax.Array,
+    masks: np.ndarray,
+    memory_budget: int,
+    then: Callable | None = None,
+    row_ids: Any = None,
+):
     """Predictions and partial dependences at the rows, all centred over the rows.
 
     Args:
@@ -64,10 +73,16 @@ def centred_pds(model: Model, rows: jax.Array, masks: np.ndarray, memory_budget:
       memory_budget: bytes one chunk of model evaluations may use.
       then: optional function of the three results, compiled into the same program (so the
         statistics cost no extra compilation); its result is returned instead.
+      row_ids: the rows' positions in the user's ``X`` (before subsampling), for error messages.
 
     Returns:
       ``(f [n, K], F [S, n, K], floor [K])``: centred predictions, centred partial dependences
       (``F[s, i] = F_{S_s}(x^{(i)}_{S_s})``) and the noise floor of a sum of ``n`` squares.
+
+    Raises:
+      ValueError: when the model returns NaN or inf at a row, or for a partial dependence at a
+        row (a NaN would make the statistics' noise floor NaN, and every ratio 0: "no
+        interaction", silently). Checked on concrete values only.
     """
     n, m = rows.shape
     n_sets = masks.shape[0]
@@ -85,9 +100,14 @@ def centred_pds(model: Model, rows: jax.Array, masks: np.ndarray, memory_budget:
         eps = jnp.finfo(f.dtype).eps
         floor = n * (NOISE_ULPS * eps * jnp.max(jnp.abs(f), axis=0)) ** 2
         out = f - f.mean(0), pd - pd.mean(1, keepdims=True), floor
-        return out if then is None else then(*out)
+        finite = jnp.isfinite(f).all(-1), jnp.isfinite(pd).all(-1).all(0)
+        return (out if then is None else then(*out)), finite
 
-    return jax.jit(run)(rows)
+    result, (finite_f, finite_pd) = jax.jit(run)(rows)
+    check_finite_outputs(finite_f, "`model`", row_ids=row_ids, source=" of `X`")
+    check_finite_outputs(finite_pd, "`model`", row_ids=row_ids, source=" of `X` (partial dependence)",
+                         hint=MIXED_ROWS_HINT)
+    return result
 
 
 def safe_ratio(num: jax.Array, den: jax.Array, floor: jax.Array) -> jax.Array:
@@ -220,7 +240,8 @@ def h_statistic(
     pairs and ``T`` triples, in one compiled program chunked under ``memory_budget`` (plus a
     second program for the pairs when ``pairs`` is an int).
 
-    A denominator that is zero up to rounding (the partial dependence, or the model, is constant
+    A model that returns NaN or inf at a row (or for a partial dependence at a row) raises a
+    ``ValueError`` naming the rows. A denominator that is zero up to rounding (the partial dependence, or the model, is constant
     on the rows) makes its statistic 0: no variance, hence no interaction. A model with ``K``
     outputs gets separate statistics per output, on a trailing axis.
 
@@ -242,7 +263,7 @@ def h_statistic(
       An :class:`HStatistics`.
 
     Raises:
-      ValueError: for NaN/inf in ``X``, bad ``n_max``, features out of range, unknown names,
+      ValueError: for NaN/inf in ``X`` or in the model's output, bad ``n_max``, features out of range, unknown names,
         malformed pairs or triples.
       TypeError: for a model that cannot be called or arguments of the wrong type.
     """
@@ -261,7 +282,7 @@ def h_statistic(
     else:
         pair_list = resolve_tuples(pairs, names, 2, "pairs")
 
-    rows = subsample(X, n_max, key)
+    rows, row_ids = subsample(X, n_max, key, return_index=True)
     wrapped = wrap_model(model, m, X.dtype, rows[:2])
 
     # Phase 1 (the only one unless `pairs` is an int): every feature set the statistics need.
@@ -271,7 +292,7 @@ def h_statistic(
     if top_m is None:
         sets += _with_subpairs(pair_list, triple_list) + list(triple_list)
     else:
-        f, F, floor = centred_pds(wrapped, rows, set_masks(m, _unique(sets)), budget)
+        f, F, floor = centred_pds(wrapped, rows, set_masks(m, _unique(sets)), budget, row_ids=row_ids)
         where = {s: r for r, s in enumerate(_unique(sets))}
         rest = np.array([where[s] for s in complements])
         # Phase 2: rank features by overall H^2 (summed over outputs), then their pairs.
@@ -296,11 +317,13 @@ def h_statistic(
     }
     stats = partial(_statistics, m=m, **layout)
     if top_m is None:
-        overall, pairwise, total, threeway = centred_pds(wrapped, rows, set_masks(m, _unique(sets)), budget, stats)
+        overall, pairwise, total, threeway = centred_pds(
+            wrapped, rows, set_masks(m, _unique(sets)), budget, stats, row_ids
+        )
     else:
         first = F
         extend = lambda f, F2, floor: stats(f, jnp.concatenate([first, F2]), floor)
-        overall, pairwise, total, threeway = centred_pds(wrapped, rows, set_masks(m, more), budget, extend)
+        overall, pairwise, total, threeway = centred_pds(wrapped, rows, set_masks(m, more), budget, extend, row_ids)
     if not triple_list:
         threeway = None
     if wrapped.single_output:

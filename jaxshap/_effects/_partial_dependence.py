@@ -16,8 +16,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._runtime._chunking import DEFAULT_MEMORY_BUDGET, map_chunks, plan_chunks
-from .._runtime._inputs import as_key, as_matrix, check_finite, column_names, resolve_feature_names
+from .._runtime._chunking import DEFAULT_MEMORY_BUDGET, check_memory_budget, map_chunks, plan_chunks
+from .._runtime._inputs import (
+    as_key,
+    as_matrix,
+    check_finite,
+    check_finite_outputs,
+    column_names,
+    resolve_feature_names,
+)
 from .._runtime._model import Model, wrap_model
 
 
@@ -73,9 +80,14 @@ def units_per_chunk(model: Model, n_units: int, n_background: int, n_features: i
 
 
 def check_budget(memory_budget: Any) -> int:
-    if not isinstance(memory_budget, (int, np.integer)) or isinstance(memory_budget, bool) or memory_budget <= 0:
-        raise ValueError(f"`memory_budget` must be a positive number of bytes; got {memory_budget!r}.")
-    return int(memory_budget)
+    return check_memory_budget(memory_budget)
+
+
+MIXED_ROWS_HINT = (
+    "some rows of `X` combined with other rows' values of the remaining features (as partial dependence "
+    "does) fall where the model is undefined; fix the model, or drop or clip those rows."
+)
+"""What to do when a partial dependence is NaN or inf although the predictions at the rows are finite."""
 
 
 def prepare_data(X: Any, feature_names: Sequence[str] | None) -> tuple[jax.Array, tuple[str, ...]]:
@@ -126,12 +138,17 @@ def feature_set(features: Any, names: Sequence[str], arg: str) -> tuple[tuple[in
     return idx, False
 
 
-def subsample(X: jax.Array, n_max: int | None, key: Any) -> jax.Array:
-    """At most ``n_max`` rows of ``X`` drawn without replacement with ``key`` (kept in data order)."""
+def subsample(X: jax.Array, n_max: int | None, key: Any, *, return_index: bool = False) -> Any:
+    """At most ``n_max`` rows of ``X`` drawn without replacement with ``key`` (kept in data order).
+
+    With ``return_index``, also the rows' positions in ``X`` (for error messages).
+    """
     if n_max is None or X.shape[0] <= n_max:
-        return X
-    pick = jax.random.choice(as_key(key), X.shape[0], (int(n_max),), replace=False)
-    return X[jnp.sort(pick)]
+        rows, index = X, np.arange(X.shape[0])
+    else:
+        index = jnp.sort(jax.random.choice(as_key(key), X.shape[0], (int(n_max),), replace=False))
+        rows = X[index]
+    return (rows, index) if return_index else rows
 
 
 def check_n_max(n_max: Any, allow_none: bool) -> int | None:
@@ -202,6 +219,15 @@ def make_grid(X: jax.Array, idx: tuple[int, ...], grid: Any, grid_size: int, sin
         host = np.asarray(X)
         axes = [default_axis(host[:, j], grid_size) for j in idx]
         return jnp.asarray(np.array(list(itertools.product(*axes)), dtype=dtype).reshape(-1, s))
+    if not isinstance(grid, jax.Array):
+        try:
+            grid = np.asarray(grid)
+        except Exception as err:  # ragged lists and the like
+            raise TypeError(f"`grid` must be an array of numbers, \"data\" or None; got {type(grid).__name__}.") from err
+        if not (np.issubdtype(grid.dtype, np.number) or np.issubdtype(grid.dtype, np.bool_)):
+            raise TypeError(
+                f"`grid` must hold numbers; got dtype {grid.dtype}. Encode categories as numbers, as in `X`."
+            )
     g = as_matrix(grid, "grid", dtype=dtype) if np.ndim(grid) == 2 else None
     if g is None:
         if np.ndim(grid) != 1:
@@ -278,7 +304,7 @@ def partial_dependence(
     budget = check_budget(memory_budget)
     n_max = check_n_max(n_max, allow_none=True)
     points = make_grid(X, idx, grid, int(grid_size), single)
-    background = subsample(X, n_max, key)
+    background, row_ids = subsample(X, n_max, key, return_index=True)
     n, m = background.shape
     wrapped = wrap_model(model, m, X.dtype, background[:2])
 
@@ -295,9 +321,13 @@ def partial_dependence(
         out = vals[: full.shape[0]]
         if centered:
             out = out - jnp.mean(vals[full.shape[0] :], axis=0)
-        return out
+        return out, jnp.isfinite(vals).all(-1)
 
-    values = jax.jit(run)(background, full)
+    values, finite = jax.jit(run)(background, full)
+    g = points.shape[0]
+    hint = "fix the model, or drop those grid points or the rows of `X` that make it undefined there."
+    check_finite_outputs(finite[:g], "`model`", unit="grid point", source=" of `grid`", hint=hint)
+    check_finite_outputs(finite[g:], "`model`", row_ids=row_ids, source=" of `X` (centring)", hint=MIXED_ROWS_HINT)
     if wrapped.single_output:
         values = values[:, 0]
     grid_out = points[:, 0] if single else points

@@ -13,7 +13,11 @@ ValueFn = Callable[[jax.Array], jax.Array]
 
 
 def permutation_shapley(
-    key: jax.Array, value_fn: ValueFn, n_features: int, n_permutations: int
+    key: jax.Array,
+    value_fn: ValueFn,
+    n_features: int,
+    n_permutations: int,
+    ranks_fn: Callable[[jax.Array, int], jax.Array] | None = None,
 ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
     r"""Shapley values of one game by antithetic permutation sampling.
 
@@ -35,6 +39,9 @@ def permutation_shapley(
       n_features: ``M`` (static).
       n_permutations: number of walks, even and at least 4 (``n_permutations // 2`` antithetic
         pairs; at least two pairs are needed for a standard error).
+      ranks_fn: optional ``(key, pairs) -> ranks [pairs, M]`` drawing the forward orders from
+        another distribution whose reversed orders are equally likely (hierarchy-consistent
+        orders give Owen values, see :class:`jaxshap.maskers.Partition`); default uniform.
 
     Returns:
       ``(phi, stderr, v_empty, v_full)``: the estimate and its standard error (``[M, ...]``;
@@ -44,7 +51,10 @@ def permutation_shapley(
     if n_permutations < 4 or n_permutations % 2:
         raise ValueError(f"`n_permutations` must be an even integer of at least 4; got {n_permutations}.")
     m, pairs = n_features, n_permutations // 2
-    ranks = permutation_ranks(sample_permutations(key, m, pairs))  # [P, M]
+    if ranks_fn is None:
+        ranks = permutation_ranks(sample_permutations(key, m, pairs))  # [P, M]
+    else:
+        ranks = ranks_fn(key, pairs)
     forward = prefix_masks(ranks).reshape(pairs * (m - 1), m)
     ends = jnp.stack([jnp.zeros(m, bool), jnp.ones(m, bool)])
     v = value_fn(jnp.concatenate([ends, forward, ~forward], axis=0))

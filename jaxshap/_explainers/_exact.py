@@ -1,15 +1,27 @@
-"""``ExactExplainer``: Shapley values over all ``2**M`` coalitions."""
+"""``ExactExplainer``: Shapley values (and interaction values) over all ``2**M`` coalitions."""
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+
+from .._coalitions._masks import all_masks
 from .._estimators._exact import exact_shapley
+from .._estimators._interactions import INDICES, shapley_and_interactions
+from .._estimators._owen import owen_exact
 from .._runtime._explainer import Explainer
+from ..maskers._partition import MAX_OWEN_COALITIONS, Partition
 
 MAX_EXACT_FEATURES = 20
 
+DEFAULT_INDEX = "STII"
+"""The index behind ``interactions=True`` without ``index=``: shap's ``ExactExplainer`` ``interactions=2``."""
+
 
 class ExactExplainer(Explainer):
-    r"""Exact Shapley values by enumerating every coalition.
+    r"""Exact Shapley values by enumerating every coalition; exact interaction values on request.
 
     .. math::
 
@@ -21,16 +33,79 @@ class ExactExplainer(Explainer):
     evaluations, made in large batches under ``memory_budget``. Works inside ``jax.jit`` and
     ``jax.grad`` for JAX models.
 
+    **Interactions** (``ex(X, interactions=True)``, or any call when ``index`` is given) are
+    computed in the same pass from the same ``2**M`` coalition values (no further model
+    evaluations; see :func:`jaxshap.estimators.exact_interactions`). ``interaction_values`` is
+    ``[n, M, M]`` (or ``[n, M, M, K]``): the diagonal holds the index's order-1 terms and each
+    pair's order-2 term is split evenly between ``[i, j]`` and ``[j, i]``. ``values`` stay the
+    Shapley values. By ``index``:
+
+    * ``None`` or ``"STII"`` (default): Shapley-Taylor of order 2 (Sundararajan et al., 2020):
+      the diagonal is ``v({i}) - v(empty)``; the same numbers as shap's
+      ``ExactExplainer(...)(X, interactions=2)``. Rows sum to the Shapley values.
+    * ``"k-SII"``: 2-SII (Bordt & von Luxburg, 2023), which is exactly what shap's
+      ``TreeExplainer.shap_interaction_values`` computes for trees (Lundberg et al., 2020):
+      off-diagonal ``SII_ij / 2``, diagonal ``phi_i - sum_{j != i} SII_ij / 2``. Rows sum to the
+      Shapley values.
+    * ``"FSII"``: Faith-SHAP of order 2 (Tsai et al., 2023). Rows sum to the Shapley values.
+    * ``"SII"``: the Shapley interaction index (Grabisch & Roubens, 1999): the diagonal holds
+      the Shapley values themselves, so rows do not sum to ``values``.
+    * ``"BII"``: the Banzhaf interaction index: the diagonal holds the Banzhaf values; rows do
+      not sum to ``values``.
+
+    With a :class:`jaxshap.maskers.Partition` masker it computes the exact Owen values over the
+    masker's feature hierarchy instead, from only the coalitions that hierarchy needs (see
+    :func:`jaxshap._estimators._owen.owen_exact`); the 20-feature limit then does not apply, and
+    interaction values are not available.
+
     Example::
 
         ex = jaxshap.ExactExplainer(model, background)
-        expl = ex(X)          # expl.values: [n, M]
+        expl = ex(X)                               # expl.values: [n, M]
+        expl = ex(X, interactions=True)            # expl.interaction_values: [n, M, M]
+        jaxshap.ExactExplainer(model, background, index="k-SII")(X).interaction_values
+
+    Args:
+      model, background, **kwargs: as :class:`jaxshap.Explainer` (``feature_names``,
+        ``memory_budget``, ...).
+      index: ``None``, ``"SII"``, ``"k-SII"``, ``"STII"``, ``"FSII"`` or ``"BII"``; when given,
+        calls compute interaction values unless ``interactions=False``.
 
     Raises:
-      ValueError: with more than 20 features (use ``KernelExplainer`` or ``PermutationExplainer``).
+      ValueError: with more than 20 features (use ``KernelExplainer`` or ``PermutationExplainer``),
+        or an unknown ``index``.
     """
 
+    def __init__(self, model: Callable, background: Any, *, index: str | None = None, **kwargs):
+        if index is not None and (not isinstance(index, str) or index not in INDICES):
+            raise ValueError(f"`index` must be None or one of {INDICES}; got {index!r}.")
+        self.index = index
+        self._interactions = False  # read while tracing, and by _wrap
+        super().__init__(model, background, **kwargs)
+        self._shapley_block = self._block
+        self._interaction_block = jax.jit(self._explain_block_interactions, static_argnums=(5, 6, 7, 8))
+
+    def __getstate__(self) -> dict:
+        state = super().__getstate__()
+        state.pop("_shapley_block", None)
+        state.pop("_interaction_block", None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        self._interactions = False
+        self._shapley_block = self._block
+        self._interaction_block = jax.jit(self._explain_block_interactions, static_argnums=(5, 6, 7, 8))
+
     def _check_n_features(self, n_features: int) -> None:
+        if isinstance(self.masker, Partition):  # exact Owen values: only the hierarchy's coalitions
+            c = self.masker.owen_coalitions[0].shape[0]
+            if c > MAX_OWEN_COALITIONS:
+                raise ValueError(
+                    f"exact Owen values over this feature hierarchy need {c:,} coalitions per row (more than "
+                    f"{MAX_OWEN_COALITIONS:,}); use jaxshap.PermutationExplainer with the Partition masker."
+                )
+            return
         if n_features > MAX_EXACT_FEATURES:
             raise ValueError(
                 f"ExactExplainer enumerates 2**M coalitions and supports at most {MAX_EXACT_FEATURES} "
@@ -39,8 +114,60 @@ class ExactExplainer(Explainer):
             )
 
     def _coalitions_per_row(self) -> int:
+        if isinstance(self.masker, Partition):
+            return self.masker.owen_coalitions[0].shape[0]
         return 2**self.n_features
 
+    def _explain_block_interactions(self, *args):
+        """The block program with interaction values in the third output (traced once)."""
+        previous, self._interactions = self._interactions, True
+        try:
+            return self._explain_block(*args)
+        finally:
+            self._interactions = previous
+
     def _estimate(self, key, value_fn):
-        phi, v0, _ = exact_shapley(value_fn, self.n_features)
-        return phi, v0, None
+        if isinstance(self.masker, Partition):  # Owen values over the masker's hierarchy
+            phi, v0, _ = owen_exact(value_fn, *self.masker.owen_coalitions)
+            return phi, v0, None
+        if not self._interactions:
+            phi, v0, _ = exact_shapley(value_fn, self.n_features)
+            return phi, v0, None
+        masks = all_masks(self.n_features)
+        v = value_fn(masks)
+        phi, matrix = shapley_and_interactions(v, masks, self.index or DEFAULT_INDEX)
+        return phi, v[0], matrix
+
+    def _wrap(self, phi, base, third, X, names):
+        if not self._interactions:
+            return super()._wrap(phi, base, third, X, names)
+        expl = super()._wrap(phi, base, None, X, names)
+        expl.interaction_values = third[..., 0] if self.model.single_output else third
+        return expl
+
+    def __call__(self, X: Any, key: Any = None, *, interactions: bool | None = None, **kwargs):
+        """Explain the rows of ``X`` (see :meth:`jaxshap.Explainer.__call__` for ``key``,
+        ``progress`` and ``devices``).
+
+        Args:
+          interactions: also compute ``interaction_values`` (``[n, M, M]`` or ``[n, M, M, K]``)
+            from the same coalition values; ``None`` (default) means "when ``index`` was given".
+        """
+        want = self.index is not None if interactions is None else bool(interactions)
+        if not want:
+            return super().__call__(X, key, **kwargs)
+        if isinstance(self.masker, Partition):
+            raise ValueError(
+                "interaction values need all 2**M coalitions; with a Partition masker ExactExplainer "
+                "computes Owen values only. Use a background array or jaxshap.maskers.Independent."
+            )
+        self._block, self._interactions = self._interaction_block, True
+        try:
+            expl = super().__call__(X, key, **kwargs)
+        finally:
+            self._block, self._interactions = self._shapley_block, False
+        if expl.interaction_values is None:  # zero rows: the base class built the result itself
+            values = expl.values
+            expl.stderr = None
+            expl.interaction_values = jnp.zeros(values.shape[:2] + values.shape[1:], values.dtype)
+        return expl

@@ -98,6 +98,8 @@ class KernelExplainer(Explainer):
       max_coalitions: the cap of ``"auto"``, per row (default ``32`` rounds).
       feature_names: optional feature names.
       memory_budget: bytes one chunk of evaluations may use.
+      link: ``"identity"`` or ``"logit"`` (explain the log-odds of a probability output, as
+        shap's ``link``; see :class:`jaxshap._runtime._explainer.Explainer`).
 
     Raises:
       ValueError: for a budget that is not an integer, ``None`` or ``"auto"``, or below the
@@ -118,6 +120,7 @@ class KernelExplainer(Explainer):
         max_coalitions: int | None = None,
         feature_names: Sequence[str] | None = None,
         memory_budget: int = DEFAULT_MEMORY_BUDGET,
+        link: str = "identity",
     ):
         if sampler not in SAMPLERS:
             raise ValueError(f"`sampler` must be one of {SAMPLERS}; got {sampler!r}.")
@@ -131,7 +134,9 @@ class KernelExplainer(Explainer):
         self.tolerance = float(tolerance)
         if max_coalitions is not None:
             max_coalitions = _check_int(max_coalitions, "max_coalitions")
-        super().__init__(model, background, feature_names=feature_names, memory_budget=memory_budget)
+        super().__init__(
+            model, background, feature_names=feature_names, memory_budget=memory_budget, link=link
+        )
         m = self.n_features
         self.auto = n_coalitions == "auto"
         budget = default_coalitions(m) if n_coalitions is None or self.auto else n_coalitions
@@ -160,6 +165,14 @@ class KernelExplainer(Explainer):
         self.shared_coalitions = shared_coalitions
         self.third_order = bool(third_order) and m >= 3
         self.controls = ((3, third_order_ridge(m)),) if self.third_order else ()
+
+    def _check_n_features(self, n_features: int) -> None:
+        if type(self.masker).__name__ == "Partition":
+            raise ValueError(
+                "KernelExplainer computes Shapley values and has no Owen form for a maskers.Partition "
+                "hierarchy; use jaxshap.ExactExplainer or jaxshap.PermutationExplainer with that masker, or "
+                "maskers.Independent(data) for Shapley values."
+            )
 
     def _coalitions_per_row(self) -> int:
         return self.n_coalitions + 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Sequence
 
 import jax
@@ -9,8 +10,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._explanation import Explanation
-from .._algebra._gaussian import prepare, sample_moments
+from .._algebra._gaussian import check_numeric, host64, precision_matrix, prepare, sample_moments
 from .._runtime._inputs import (
+    align_columns,
     as_key,
     as_matrix,
     check_finite,
@@ -20,7 +22,10 @@ from .._runtime._inputs import (
     is_traced,
     resolve_feature_names,
 )
+from .._runtime._model import output_names_of
+from .._runtime._shap_api import ShapAPI
 from .._algebra._linear import exact_transform, sampled_transform, to_data_units
+from .._algebra._threads import single_threaded_blas
 
 MAX_AUTO_EXACT_FEATURES = 16
 """``method="auto"`` enumerates all coalitions up to this many features."""
@@ -32,6 +37,7 @@ PERTURBATIONS = ("interventional", "correlation_dependent")
 
 _exact_transform = jax.jit(exact_transform)
 _sampled_transform = jax.jit(sampled_transform, static_argnums=(3, 4))
+_precision64 = jax.jit(precision_matrix)
 
 
 def parse_linear_model(model: Any) -> tuple[jax.Array, jax.Array, bool]:
@@ -50,7 +56,10 @@ def parse_linear_model(model: Any) -> tuple[jax.Array, jax.Array, bool]:
             f"`intercept_` (such as sklearn.linear_model.LinearRegression); got {type(model).__name__}."
         )
     if not is_traced(coef):
+        check_numeric(coef, "coef")
         coef = np.asarray(coef)
+    if intercept is not None and not is_traced(intercept):
+        check_numeric(intercept, "intercept")
     if np.ndim(coef) == 2 and np.shape(coef)[0] == 1:
         coef = coef[0]
         intercept = jnp.reshape(jnp.asarray(intercept), (-1,))[0] if np.size(intercept) == 1 else intercept
@@ -67,11 +76,13 @@ def parse_linear_model(model: Any) -> tuple[jax.Array, jax.Array, bool]:
             f"`intercept` must be a scalar or have one entry per output ({k}); got shape {tuple(intercept.shape)}."
         )
     if not is_traced(coef) and not np.isfinite(np.asarray(coef)).all():
-        raise ValueError("`coef` contains NaN or inf.")
+        raise ValueError("`coef` contains NaN or inf; pass finite coefficients.")
+    if not is_traced(intercept) and not np.isfinite(np.asarray(intercept)).all():
+        raise ValueError("`intercept` contains NaN or inf; pass a finite intercept.")
     return coef, intercept, single
 
 
-class LinearExplainer:
+class LinearExplainer(ShapAPI):
     r"""Exact Shapley values of a linear model :math:`f(x) = \beta x + b`.
 
     * ``"interventional"`` (default, as in shap): features are perturbed independently of each
@@ -99,9 +110,13 @@ class LinearExplainer:
       n_permutations: walks averaged by the sampled method, an even number (a permutation and
         its reverse are two walks).
       key: PRNG key of the sampled method; ``None`` means ``jax.random.key(0)``.
-      rcond: relative eigenvalue floor for the correlation matrix (default ``1e-5`` in float32,
-        ``1e-6`` in float64); below it the correlations are shrunk toward independence and a
-        warning is issued (see :mod:`jaxshap._algebra._gaussian`).
+      rcond: ``None`` (default): the correlation matrix is used exactly unless it is numerically
+        singular (smallest eigenvalue below ``4 eps`` times the largest in float32, ``16 eps``
+        in float64); then it is shrunk toward independence (smallest eigenvalue lifted to
+        ``1e-5`` / ``1e-8`` times the largest) with a warning. In float32, a matrix singular in
+        float32 but not in float64 gets a transform computed in float64 instead (with a
+        warning). A number sets the cut-off and the floor to that value (see
+        :mod:`jaxshap._algebra._gaussian`).
       feature_names: optional names of the ``M`` features.
 
     Attributes:
@@ -137,19 +152,44 @@ class LinearExplainer:
         check_walks(n_permutations, 2)
         self.feature_perturbation = feature_perturbation
         coef, intercept, self._single = parse_linear_model(model)
+        self._output_names = output_names_of(model, coef.shape[0])  # a classifier's classes_
         correlated = feature_perturbation == "correlation_dependent"
-        mean, cov, names = self._moments(data, coef.shape[1], need_cov=correlated)
-        dtype = jnp.result_type(mean.dtype, jnp.float32)
+        mean, cov, names, dtype, from_data = self._moments(data, coef.shape[1], need_cov=correlated)
         coef, intercept = coef.astype(dtype), intercept.astype(dtype)
         self.coef, self.intercept = coef, intercept
         self.n_features = coef.shape[1]
         self._names, self._data_names = feature_names, names
-        self.mean = mean
-        self._expected = coef @ mean + intercept
+        self.mean, self._mean_lo = _split_mean(mean, dtype)
+        self._expected = coef @ self.mean + intercept + coef @ self._mean_lo
         self.transform = None
         self.method = None
         if correlated:
-            g = prepare(mean, cov, rcond=rcond, name="cov", dtype=dtype)
+            name = "data" if from_data else "cov"
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                g = prepare(mean, cov, rcond=rcond, name=name, dtype=dtype, exact_moments=from_data)
+            wide = None
+            shrunk = any("rank-deficient" in str(w.message) for w in caught)
+            if shrunk and rcond is None and jnp.dtype(dtype).itemsize < 8 and not is_traced(g.corr):
+                # Singular in float32 only: build the transform in float64 on the host, then round it.
+                with jax.enable_x64(True), warnings.catch_warnings(record=True) as caught64:
+                    warnings.simplefilter("always")
+                    g64 = prepare(mean, cov, rcond=None, name=name, dtype=jnp.float64, exact_moments=from_data)
+                if not any("rank-deficient" in str(w.message) for w in caught64):
+                    wide = g64
+                    g = g._replace(corr=jnp.asarray(np.asarray(g64.corr), dtype), shrinkage=jnp.zeros((), dtype))
+                    warnings.warn(
+                        f"`{name}` is numerically singular in float32 (the correlation matrix's smallest eigenvalue "
+                        "is below 4.8e-7 times its largest) but not in float64: the transform was computed in "
+                        "float64, without regularisation, and rounded to float32; applying it in float32 can "
+                        "still lose digits (about 1% at condition number 1e8). Enable x64 "
+                        "(jax.config.update('jax_enable_x64', True)) for full precision.",
+                        UserWarning,
+                        stacklevel=2,
+                    )
+            if wide is None:
+                for w in caught:
+                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
             self.gaussian = g
             beta = coef * g.safe_scale[None, :]
             m = self.n_features
@@ -161,30 +201,65 @@ class LinearExplainer:
                     f"features; the data has {m}. Use method='sampled'."
                 )
             self.method = method
+            if method == "sampled":
+                self.n_permutations = int(n_permutations)
+            if wide is None:
+                self.transform = to_data_units(self._transform(g, beta, method, key, int(n_permutations)), g.safe_scale)
+            else:
+                with jax.enable_x64(True):
+                    beta64 = jnp.asarray(np.asarray(coef, np.float64)) * wide.safe_scale[None, :]
+                    t64 = self._transform(wide, beta64, method, key, int(n_permutations))
+                    t64 = np.asarray(to_data_units(t64, wide.safe_scale))
+                self.transform = jnp.asarray(t64, dtype)
+
+    @staticmethod
+    def _transform(g, beta, method, key, n_permutations):
+        """The standardised transform; concrete work runs with OpenBLAS on one thread.
+
+        XLA's Cholesky factorisations on a CPU run on SciPy's OpenBLAS; its spinning worker
+        threads slowed the sampled transform at M = 300 from 0.3 s to 37 s on a 2-core machine
+        (see :mod:`jaxshap._algebra._threads`).
+        """
+        if is_traced(g.corr) or is_traced(beta):
+            if method == "exact":
+                return _exact_transform(g.corr, beta)
+            return _sampled_transform(as_key(key), g.corr, beta, n_permutations)
+        with single_threaded_blas():
             if method == "exact":
                 t = _exact_transform(g.corr, beta)
             else:
-                self.n_permutations = int(n_permutations)
-                t = _sampled_transform(as_key(key), g.corr, beta, int(n_permutations))
-            self.transform = to_data_units(t, g.safe_scale)
+                # The precision in float64 on the host: near the singularity cut-off an inverse
+                # in float32 loses most of its digits.
+                precision = jnp.asarray(host64(_precision64, g.corr), g.corr.dtype)
+                t = _sampled_transform(as_key(key), g.corr, beta, n_permutations, None, precision)
+            return jax.block_until_ready(t)
 
     @staticmethod
     def _moments(data: Any, n_features: int, need_cov: bool):
+        """``(mean, cov, names, dtype, from_data)``; moments of data are float64 (NumPy) when concrete."""
         if isinstance(data, tuple) and len(data) == 2:
             mean, cov = data
-            names = None
-            mean = jnp.asarray(np.asarray(mean) if not is_traced(mean) else mean)
-            if mean.ndim != 1 or mean.shape[0] != n_features:
+            if not is_traced(mean):
+                check_numeric(mean, "mean")
+                mean = np.asarray(mean)
+            if np.ndim(mean) != 1 or np.shape(mean)[0] != n_features:
                 raise ValueError(
-                    f"`mean` (data[0]) must have shape [{n_features}] to match `coef`; got shape {tuple(mean.shape)}."
+                    f"`mean` (data[0]) must have shape [{n_features}] to match `coef`; got shape {tuple(np.shape(mean))}."
                 )
-            if not jnp.issubdtype(mean.dtype, jnp.floating):
-                mean = mean.astype(jnp.float32)
+            if not is_traced(mean) and not np.isfinite(np.asarray(mean, np.float64)).all():
+                raise ValueError("`mean` (data[0]) contains NaN or inf; pass a finite mean vector.")
+            dtype = jnp.asarray(mean).dtype if jnp.issubdtype(jnp.asarray(mean).dtype, jnp.floating) else jnp.float32
             if need_cov:
                 if cov is None:
                     raise ValueError("feature_perturbation='correlation_dependent' needs a covariance: pass (mean, cov).")
-                cov = jnp.asarray(np.asarray(cov) if not is_traced(cov) else cov, mean.dtype)
-            return mean, cov, names
+                if not is_traced(cov):
+                    check_numeric(cov, "cov")
+                    cov = np.asarray(cov)
+                if jnp.issubdtype(jnp.asarray(cov).dtype, jnp.floating):
+                    dtype = jnp.result_type(dtype, jnp.asarray(cov).dtype)
+            elif cov is not None and not is_traced(cov):
+                check_numeric(cov, "cov")
+            return mean, cov, None, jax.dtypes.canonicalize_dtype(jnp.result_type(dtype, jnp.float32)), False
         if data is None:
             raise ValueError("`data` is required: pass background samples [N, M] or a (mean, cov) pair.")
         names = column_names(data)
@@ -198,10 +273,12 @@ class LinearExplainer:
             raise ValueError(
                 f"`data` has {x.shape[0]} rows; estimating a covariance needs at least 2 (100 or more is usual)."
             )
+        dtype = jax.dtypes.canonicalize_dtype(jnp.result_type(x.dtype, jnp.float32))
         if not need_cov:
-            return x.mean(axis=0), None, names
+            mean = x.mean(axis=0) if is_traced(x) else host64(_mean64, x)
+            return mean, None, names, dtype, not is_traced(x)
         mean, cov = sample_moments(x)
-        return mean, cov, names
+        return mean, cov, names, dtype, not is_traced(x)
 
     @property
     def expected_value(self) -> jax.Array:
@@ -220,21 +297,45 @@ class LinearExplainer:
           carries Monte-Carlo error shared by every row, which is not estimated).
         """
         del key
+        X = align_columns(X, self._data_names, "X")
         names = column_names(X)
         X = as_matrix(X, "X", dtype=self.mean.dtype)
         check_n_features(X, self.n_features, "X", "the model's coefficients")
         check_finite(X, "X")
-        values, base = _explain(X, self.mean, self.coef, self._expected, self.transform)
+        values, base = _explain(X, self.mean, self._mean_lo, self.coef, self._expected, self.transform)
         if self._single:
             values, base = values[..., 0], base[..., 0]
         feature_names = resolve_feature_names(self._names, self.n_features, self._data_names, names)
-        output_names = None if self._single else [f"Output {k}" for k in range(self.coef.shape[0])]
+        output_names = None if self._single else self._output_names or [f"Output {k}" for k in range(self.coef.shape[0])]
         return Explanation(values, base, X, None, feature_names, output_names)
 
 
+def _mean(x):
+    first = x.mean(axis=0)
+    return first + (x - first).mean(axis=0)
+
+
+_mean64 = jax.jit(_mean)
+
+
+def _split_mean(mean: Any, dtype: Any) -> tuple[jax.Array, jax.Array]:
+    """``mean`` as ``hi + lo`` in ``dtype``: a float64 mean keeps its digits in float32 arithmetic.
+
+    ``x - hi`` is exact for ``x`` near ``hi`` (Sterbenz), so ``(x - hi) - lo`` centres a row at
+    ``mean`` to the working precision of the *difference*, not of ``mean`` itself (a float32
+    feature with mean ``1e6`` would otherwise be centred with an error of up to 0.03).
+    """
+    if is_traced(mean):
+        mean = jnp.asarray(mean, dtype)
+        return mean, jnp.zeros_like(mean)
+    full = np.asarray(mean, np.float64)
+    hi = np.asarray(full, dtype)
+    return jnp.asarray(hi), jnp.asarray(full - hi.astype(np.float64), dtype)
+
+
 @jax.jit
-def _explain(X, mean, coef, expected, transform):
-    centred = X - mean
+def _explain(X, mean, mean_lo, coef, expected, transform):
+    centred = (X - mean) - mean_lo
     if transform is None:
         values = centred[:, :, None] * coef.T[None, :, :]
     else:

@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 DEFAULT_MEMORY_BUDGET = 512 * 2**20
 """Default cap on the working memory of one chunk of evaluations, in bytes (512 MiB)."""
@@ -22,6 +23,24 @@ Measured with ``bench/scenarios/exact.py``'s MLP: chunks of about 8 MiB (some 2*
 ran at the speed of the bare model, 64 MiB chunks 1.5x slower and 512 MiB chunks 3x slower. On
 accelerators larger chunks are faster, so there only the budget limits them.
 """
+
+
+def check_memory_budget(memory_budget: Any) -> int:
+    """Validate ``memory_budget``: a positive integer number of bytes (``True`` is not one).
+
+    Raises:
+      ValueError: naming ``memory_budget`` and the rule.
+    """
+    if (
+        isinstance(memory_budget, (bool, np.bool_))
+        or not isinstance(memory_budget, (int, np.integer))
+        or memory_budget <= 0
+    ):
+        raise ValueError(
+            f"`memory_budget` must be a positive integer number of bytes (default {DEFAULT_MEMORY_BUDGET}, "
+            f"512 MiB); got {memory_budget!r}."
+        )
+    return int(memory_budget)
 
 
 def chunk_bytes(memory_budget: int) -> int:

@@ -32,7 +32,10 @@ from jax.sharding import NamedSharding, PartitionSpec
 from ._chunking import DEFAULT_MEMORY_BUDGET, map_chunks, plan_blocks, plan_chunks
 from .._explanation import Explanation
 from ._inputs import as_key, as_matrix, check_finite, check_n_features, column_names, is_traced, resolve_feature_names
-from ._model import wrap_model
+from ._inputs import align_columns, check_finite_rows, is_sparse
+from ._links import check_link_outputs, link_function, resolve_link
+from ._model import model_errors, wrap_model
+from ._shap_api import ShapAPI
 from ._progress import ProgressBar, wants_progress
 from ._sharding import row_mesh
 from ..maskers import Independent
@@ -49,10 +52,10 @@ def as_masker(masker: Any) -> Any:
             "`background` is required: pass background rows [B, M] (for example 100 training rows) "
             "or a masker such as jaxshap.maskers.Independent(data)."
         )
-    return Independent(masker)
+    return Independent(masker, max_samples=None)
 
 
-class Explainer:
+class Explainer(ShapAPI):
     """Base class of the model-agnostic explainers (not used directly).
 
     Args:
@@ -69,6 +72,10 @@ class Explainer:
         and not with the number of rows; only the inputs and results (``[n, M]``) are held in
         full. On a CPU chunks are further capped at the cache-friendly
         :data:`jaxshap._runtime._chunking.CPU_CHUNK_BYTES`. Results do not depend on the budget.
+      link: ``"identity"`` (default) or ``"logit"``: explain ``logit v(S)``, the log-odds of a
+        probability output's coalition values, as shap's ``link="logit"``; the values then add up
+        to ``logit f(x) - logit E[f(X)]``. Probabilities of exactly 0 or 1 are clipped to the
+        nearest representable ones (see :func:`jaxshap._runtime._links.logit`).
     """
 
     def __init__(
@@ -78,16 +85,56 @@ class Explainer:
         *,
         feature_names: Sequence[str] | None = None,
         memory_budget: int = DEFAULT_MEMORY_BUDGET,
+        link: Any = "identity",
     ):
+        self.link = resolve_link(link)
         self.masker = as_masker(background)
         if not isinstance(memory_budget, (int, np.integer)) or memory_budget <= 0:
             raise ValueError(f"`memory_budget` must be a positive number of bytes; got {memory_budget!r}.")
         self.memory_budget = int(memory_budget)
         self.n_features = self.masker.n_features
         self._check_n_features(self.n_features)
+        self._user_model = model
         self.model = wrap_model(model, self.n_features, self.masker.dtype, self.masker.probe_rows)
+        if self.link != "identity":
+            with model_errors():
+                check_link_outputs(self.link, self.model.fn(jnp.asarray(self.masker.probe_rows[:256])))
         self._names = feature_names
+        self._expected_value = None
         self._block = jax.jit(self._explain_block, static_argnums=(5, 6, 7, 8))
+
+    # --- shap's explainer surface (pickling, expected_value) ------------------------------------
+    def __getstate__(self) -> dict:
+        """Pickle the user's model and the masker; the wrapped model and compiled code are rebuilt."""
+        state = self.__dict__.copy()
+        state.pop("model", None)
+        state.pop("_block", None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.model = wrap_model(self._user_model, self.n_features, self.masker.dtype, self.masker.probe_rows)
+        self._block = jax.jit(self._explain_block, static_argnums=(5, 6, 7, 8))
+
+    @property
+    def expected_value(self) -> Any:
+        """The base value ``link(v(empty))``, ``E[f(X)]`` over the masker: a NumPy scalar for a
+        single-output model, else ``[K]``, as shap's ``explainer.expected_value``."""
+        if self._expected_value is None:
+            empty = jnp.zeros((1, self.n_features), bool)
+            with model_errors():
+                v = self.masker.coalition_values(self.model.fn, jnp.asarray(self.masker.probe_rows[0]), empty)
+                v = np.asarray(link_function(self.link)(v))[0]
+            self._expected_value = v[0] if self.model.single_output else v
+        return self._expected_value
+
+    def __repr__(self) -> str:
+        chosen = getattr(self, "chosen_by_auto", None)
+        note = f", chosen by jaxshap.Explainer: {chosen}" if chosen else ""
+        return (
+            f"{type(self).__name__}(features={self.n_features}, outputs={self.model.n_outputs}, "
+            f"masker={self.masker!r}, link={self.link!r}{note})"
+        )
 
     # --- what subclasses define ------------------------------------------------------------
     def _check_n_features(self, n_features: int) -> None:
@@ -105,9 +152,11 @@ class Explainer:
         """Explain rows ``X [b, M]`` with per-row keys ``keys [b]``, chunk by chunk."""
         f = self.model.fn
 
+        link = link_function(self.link)
+
         def one_row(k, x):
             def value_fn(masks):
-                return map_chunks(lambda m: masker.coalition_values(f, x, m), masks, coalitions_per_chunk)
+                return link(map_chunks(lambda m: masker.coalition_values(f, x, m), masks, coalitions_per_chunk))
 
             return self._estimate(k, value_fn)
 
@@ -159,23 +208,62 @@ class Explainer:
         )
 
     def _validate(self, X: Any) -> jax.Array:
+        # NaN in X is passed to the model, as shap does (XGBoost and others handle missing values);
+        # a model output that is NaN or inf is reported by _wrap, naming the rows.
+        X = align_columns(X, self.masker.feature_names, "X")
         X = as_matrix(X, "X", dtype=self.masker.dtype)
         check_n_features(X, self.n_features, "X", "the background")
-        if isinstance(X, jax.Array) and not is_traced(X) and not X.is_fully_addressable:
-            # rows spread over processes: check on the devices, without gathering them
-            if not bool(jax.jit(lambda a: jnp.isfinite(a).all())(X)):
-                raise ValueError("`X` contains NaN or inf; impute or drop those values before explaining.")
-        else:
-            check_finite(X, "X")
         return X
 
     def _wrap(self, phi, base, stderr, X, names) -> Explanation:
         if self.model.single_output:
             phi, base = phi[..., 0], base[..., 0]
             stderr = None if stderr is None else stderr[..., 0]
+        if isinstance(X, jax.Array) and not is_traced(X) and X.is_fully_addressable:
+            check_finite_rows(base, "X", "the model's output on the background (the base value)")
+            check_finite_rows(phi, "X", "the model's output (and so its SHAP values)", X)
         feature_names = resolve_feature_names(self._names, self.n_features, self.masker.feature_names, names)
-        output_names = None if self.model.single_output else [f"Output {k}" for k in range(self.model.n_outputs)]
+        output_names = None if self.model.single_output else self.model.output_names
+        if output_names is None and not self.model.single_output:
+            output_names = [f"Output {k}" for k in range(self.model.n_outputs)]
         return Explanation(phi, base, X, stderr, feature_names, output_names)
+
+    def _empty(self, names) -> Explanation:
+        """The explanation of zero rows: arrays with a leading axis of length 0."""
+        dtype = self.masker.dtype
+        k = () if self.model.single_output else (self.model.n_outputs,)
+        phi = jnp.zeros((0, self.n_features) + k, dtype)
+        X = jnp.zeros((0, self.n_features), dtype)
+        k_out = self.model.n_outputs
+        probe = jax.eval_shape(lambda key: self._estimate(key, lambda m: jnp.zeros((m.shape[0], k_out), dtype)), jax.random.key(0))
+        stderr = None if probe[2] is None else phi
+        feature_names = resolve_feature_names(self._names, self.n_features, self.masker.feature_names, names)
+        output_names = None if self.model.single_output else self.model.output_names
+        if output_names is None and not self.model.single_output:
+            output_names = [f"Output {k}" for k in range(self.model.n_outputs)]
+        return Explanation(phi, jnp.zeros((0,) + k, dtype), X, stderr, feature_names, output_names)
+
+    def _call_sparse(self, X: Any, key: Any, progress: Any, devices: Any) -> Explanation:
+        """Explain ``scipy.sparse`` rows block by block, densifying one block at a time."""
+        if X.shape[1] != self.n_features:
+            raise ValueError(
+                f"`X` has {X.shape[1]} features but the background has {self.n_features}; "
+                f"pass rows with the same {self.n_features} columns, in the same order."
+            )
+        X = X.tocsr()
+        rows, _ = self._plan(max(int(X.shape[0]), 1))
+        block = max(1, plan_blocks(int(X.shape[0]), rows, self._coalitions_per_row() * self.masker.evals_per_coalition))
+        parts = list(self.explain_batches((X[i : i + block] for i in range(0, X.shape[0], block)), key, progress=progress, devices=devices))
+        cat = lambda *a: None if a[0] is None else jnp.concatenate(a, axis=0)
+        first = parts[0]
+        return Explanation(
+            cat(*[p.values for p in parts]),
+            cat(*[p.base_values for p in parts]),
+            cat(*[p.data for p in parts]),
+            cat(*[p.stderr for p in parts]),
+            first.feature_names,
+            first.output_names,
+        )
 
     def _run(self, X: jax.Array, key: jax.Array, offset: int, devices: Any, bar: ProgressBar | None, blocked: bool):
         """Explain validated rows ``X``, as global rows ``offset, offset + 1, ...``.
@@ -262,17 +350,23 @@ class Explainer:
         Returns:
           An :class:`Explanation` with ``values`` ``[n, M]`` (or ``[n, M, K]``).
         """
+        key = as_key(key)
+        if is_sparse(X) and getattr(X, "shape", (0,))[0] > 0:
+            return self._call_sparse(X, key, progress, devices)
+        X = align_columns(X, self.masker.feature_names, "X")
         names = column_names(X)
         X = self._validate(X)
-        key = as_key(key)
+        if X.shape[0] == 0:
+            return self._empty(names)
         show = wants_progress(progress) and not is_traced(X)
         bar = ProgressBar(X.shape[0]) if show else None
-        try:
-            phi, base, stderr = self._run(X, key, 0, devices, bar, blocked=show)
-        finally:
-            if bar is not None:
-                bar.close()
-        return self._wrap(phi, base, stderr, X, names)
+        with model_errors():
+            try:
+                phi, base, stderr = self._run(X, key, 0, devices, bar, blocked=show)
+            finally:
+                if bar is not None:
+                    bar.close()
+            return self._wrap(phi, base, stderr, X, names)
 
     def explain_batches(
         self,
@@ -323,6 +417,8 @@ class Explainer:
         key = as_key(key)
         show = wants_progress(progress)
         is_array = getattr(batches, "ndim", None) == 2 and hasattr(batches, "shape")
+        if is_array:  # a DataFrame's columns are matched to the background's once, before it is cut
+            batches = align_columns(batches, self.masker.feature_names, "X")
         if is_array:
             total = int(batches.shape[0])
         elif isinstance(batches, (list, tuple)):
@@ -333,14 +429,20 @@ class Explainer:
         offset = 0
         try:
             for batch, n_real in self._batches(batches, is_array, batch_size):
+                batch = align_columns(batch, self.masker.feature_names, "X")
                 names = column_names(batch)
                 X = self._validate(batch)
-                phi, base, stderr = self._run(X, key, offset, devices, bar, blocked=True)
-                if n_real != X.shape[0]:
-                    phi, base, X = phi[:n_real], base[:n_real], X[:n_real]
-                    stderr = None if stderr is None else stderr[:n_real]
-                offset += n_real
-                yield self._wrap(phi, base, stderr, X, names)
+                if X.shape[0] == 0:
+                    yield self._empty(names)
+                    continue
+                with model_errors():
+                    phi, base, stderr = self._run(X, key, offset, devices, bar, blocked=True)
+                    if n_real != X.shape[0]:
+                        phi, base, X = phi[:n_real], base[:n_real], X[:n_real]
+                        stderr = None if stderr is None else stderr[:n_real]
+                    offset += n_real
+                    out = self._wrap(phi, base, stderr, X, names)
+                yield out
         finally:
             if bar is not None:
                 bar.close()
@@ -362,7 +464,7 @@ class Explainer:
             batch = batches.iloc[start:stop] if frame else batches[start:stop]
             if stop - start < batch_size and start > 0:  # pad the last batch: no new compilation
                 names = column_names(batch)
-                part = np.asarray(batch.to_numpy() if frame else batch)
+                part = np.asarray(batch.to_numpy() if frame else (batch.toarray() if is_sparse(batch) else batch))
                 pad = np.broadcast_to(part[:1], (batch_size - (stop - start),) + part.shape[1:])
                 batch = _Named(np.concatenate([part, pad]), names) if names else np.concatenate([part, pad])
             yield batch, stop - start
@@ -370,6 +472,8 @@ class Explainer:
 
 def as_rows(batch: Any) -> int:
     """Number of rows of a batch (a single row ``[M]`` counts as one)."""
+    if is_sparse(batch):
+        return int(batch.shape[0])
     shape = np.shape(batch.to_numpy() if hasattr(batch, "to_numpy") else batch)
     return 1 if len(shape) == 1 else int(shape[0])
 

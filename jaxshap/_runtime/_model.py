@@ -8,8 +8,10 @@ one compiled program. Gradients flow only through JAX models.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from typing import Any, Callable
+import threading
+from typing import Any, Callable, Iterator
 
 import jax
 import jax.numpy as jnp
@@ -29,6 +31,8 @@ class Model:
       single_output: whether the user's model returns ``[n]`` (results drop the K axis).
       is_host: whether the model runs on the host through a callback (not differentiable).
       bytes_per_row: estimated working memory per evaluated row, for chunking.
+      output_names: names of the ``K`` outputs when the model tells them (the ``classes_`` of a
+        scikit-learn classifier whose ``predict_proba`` is explained), else ``None``.
     """
 
     fn: Callable[[jax.Array], jax.Array]
@@ -36,6 +40,73 @@ class Model:
     single_output: bool
     is_host: bool
     bytes_per_row: int
+    output_names: tuple[str, ...] | None = None
+
+
+# --- a host model's own exceptions, surfaced instead of XLA's "INTERNAL" error ----------------
+_ERRORS: list[BaseException] = []
+_ERRORS_LOCK = threading.Lock()
+
+
+def _record(err: BaseException) -> None:
+    with _ERRORS_LOCK:
+        _ERRORS.append(err)
+
+
+@contextlib.contextmanager
+def model_errors() -> Iterator[None]:
+    """Re-raise a host model's own exception when it fails inside a compiled program.
+
+    A NumPy model runs through :func:`jax.pure_callback`; when it raises, XLA reports an
+    ``INTERNAL`` runtime error whose message buries the model's. Inside this context the
+    model's exception (its type, message and traceback) is raised instead, chained to nothing.
+    """
+    with _ERRORS_LOCK:
+        start = len(_ERRORS)
+    try:
+        yield
+    except Exception as err:
+        with _ERRORS_LOCK:
+            new = _ERRORS[start:]
+            del _ERRORS[start:]
+        if new and not any(e is err for e in new):
+            raise new[0] from None
+        raise
+    finally:
+        with _ERRORS_LOCK:
+            del _ERRORS[start:]
+
+
+def _owner(model: Callable) -> Any:
+    """The object a bound method belongs to (``clf`` for ``clf.predict_proba``), else the model."""
+    return getattr(model, "__self__", model)
+
+
+def check_fitted_width(model: Callable, n_features: int) -> None:
+    """Raise when a fitted model (``n_features_in_``, as scikit-learn's) expects another width.
+
+    Raises:
+      ValueError: naming the background's width and the model's.
+    """
+    expected = getattr(_owner(model), "n_features_in_", None)
+    if isinstance(expected, (int, np.integer)) and int(expected) != n_features:
+        raise ValueError(
+            f"`background` has {n_features} columns but the model ({type(_owner(model)).__name__}) was fitted "
+            f"on {int(expected)} features; pass background rows with the model's {int(expected)} columns, "
+            "in the order it was trained on."
+        )
+
+
+def output_names_of(model: Callable, n_outputs: int) -> tuple[str, ...] | None:
+    """``classes_`` of the model's owner as output names, when there is one class per output."""
+    classes = getattr(_owner(model), "classes_", None)
+    if classes is None or n_outputs < 2:
+        return None
+    try:
+        names = tuple(str(c) for c in list(classes))
+    except TypeError:
+        return None
+    return names if len(names) == n_outputs else None
 
 
 def _output_tail(shape: tuple[int, ...], n: int) -> tuple[int, ...]:
@@ -71,7 +142,13 @@ def wrap_model(model: Callable, n_features: int, dtype: Any, probe: np.ndarray |
       ValueError: when the model's output does not have one row per input row.
     """
     if not callable(model):
-        raise TypeError(f"`model` must be callable ([n, M] -> [n] or [n, K]); got {type(model).__name__}.")
+        hint = ""
+        if hasattr(model, "predict_proba") or hasattr(model, "predict"):
+            hint = " Pass its prediction function, such as model.predict or model.predict_proba."
+        raise TypeError(
+            f"`model` must be callable ([n, M] -> [n] or [n, K]); got {type(model).__name__}.{hint}"
+        )
+    check_fitted_width(model, n_features)
     itemsize = jnp.dtype(dtype).itemsize
     try:
         out = jax.eval_shape(model, jax.ShapeDtypeStruct((2, n_features), dtype))
@@ -93,32 +170,44 @@ def wrap_model(model: Callable, n_features: int, dtype: Any, probe: np.ndarray |
         k = 1 if single else tail[0]
         if per_row is None:
             per_row = 8 * itemsize * (n_features + k)
-        return Model(fn, k, single, False, per_row)
+        return Model(fn, k, single, False, per_row, output_names_of(model, k))
 
     rows = np.asarray(probe[: min(len(probe), 2)], dtype=dtype)
     try:
         y = np.asarray(model(rows))
     except Exception as err:
         raise TypeError(
-            "`model` could not be evaluated: it is not JAX-traceable "
-            f"({type(trace_error).__name__}: {trace_error}) and calling it on a NumPy array of shape "
-            f"{rows.shape} failed ({type(err).__name__}: {err})."
+            f"`model` could not be evaluated: calling it on the background's first rows (a NumPy array of "
+            f"shape {rows.shape}) raised {type(err).__name__}: {err}. Check that the background has the "
+            "columns the model expects, in its order. (The model is not JAX-traceable either: "
+            f"{type(trace_error).__name__}: {trace_error})"
         ) from err
     tail = _output_tail(y.shape, rows.shape[0])
     single = len(tail) == 0
     k = 1 if single else tail[0]
 
     def host_call(x: np.ndarray) -> np.ndarray:
-        flat = np.asarray(x).reshape(-1, n_features)
-        parts = [
-            np.asarray(model(flat[i : i + HOST_BATCH_ROWS])).reshape(-1, k)
-            for i in range(0, flat.shape[0], HOST_BATCH_ROWS)
-        ]
-        out = np.concatenate(parts, axis=0) if parts else np.zeros((0, k))
-        return out.reshape(x.shape[:-1] + (k,)).astype(dtype)
+        try:
+            flat = np.asarray(x).reshape(-1, n_features)
+            parts = []
+            for i in range(0, flat.shape[0], HOST_BATCH_ROWS):
+                rows_i = flat[i : i + HOST_BATCH_ROWS]
+                y = np.asarray(model(rows_i))
+                if y.shape != (rows_i.shape[0],) + tail:
+                    raise ValueError(
+                        f"`model` changed its output shape while being explained: for {rows_i.shape[0]} rows it "
+                        f"returned shape {y.shape}, but on the background it returned [n{''.join(', ' + str(t) for t in tail)}]. "
+                        "A model must return one row of the same outputs for every input row."
+                    )
+                parts.append(y.reshape(-1, k))
+            out = np.concatenate(parts, axis=0) if parts else np.zeros((0, k))
+            return out.reshape(x.shape[:-1] + (k,)).astype(dtype)
+        except BaseException as err:
+            _record(err)
+            raise
 
     def fn(x):
         shape = jax.ShapeDtypeStruct(x.shape[:-1] + (k,), dtype)
         return jax.pure_callback(host_call, shape, x, vmap_method="expand_dims")
 
-    return Model(fn, k, single, True, 4 * itemsize * (n_features + k))
+    return Model(fn, k, single, True, 4 * itemsize * (n_features + k), output_names_of(model, k))

@@ -44,8 +44,11 @@ class Gaussian:
       cov: ``[M, M]`` symmetric positive semi-definite covariance.
       n_samples: Monte-Carlo draws per coalition value (model evaluations per coalition).
       key: PRNG key for the draws; ``None`` means ``jax.random.key(0)``.
-      rcond: relative eigenvalue floor of the correlation matrix (default ``1e-5`` in float32,
-        ``1e-6`` in float64).
+      rcond: ``None`` (default): the correlation matrix is used exactly unless it is numerically
+        singular (smallest eigenvalue below ``4 eps`` times the largest in float32, ``16 eps``
+        in float64); then it is shrunk toward independence, lifting the smallest eigenvalue to
+        ``1e-5`` (float32) or ``1e-8`` (float64) times the largest, with a warning. A number
+        sets the cut-off and the floor to that value.
       feature_names: optional names of the ``M`` features.
 
     Raises:
@@ -68,13 +71,17 @@ class Gaussian:
         rcond: float | None = None,
         feature_names: Sequence[str] | None = None,
     ):
+        self._setup(mean, cov, n_samples, key, rcond, feature_names)
+
+    def _setup(self, mean, cov, n_samples, key, rcond, feature_names, **prepare_options) -> None:
         if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
             raise ValueError(f"`n_samples` must be a positive integer (2048 is the default); got {n_samples!r}.")
         if not is_traced(mean):
             mean = np.asarray(mean)
         if not is_traced(cov):
             cov = np.asarray(cov)
-        self._g = prepare(mean, cov, rcond=rcond, name="cov")
+        prepare_options.setdefault("name", "cov")
+        self._g = prepare(mean, cov, rcond=rcond, **prepare_options)
         m = self._g.mean.shape[0]
         if feature_names is not None and len(feature_names) != m:
             raise ValueError(f"`feature_names` has {len(feature_names)} names but `mean` has {m} features.")
@@ -89,7 +96,8 @@ class Gaussian:
         """A Gaussian masker with the sample mean and covariance (``ddof=1``) of ``data`` ``[N, M]``.
 
         Feature names come from a DataFrame's columns. Fewer rows than features give a
-        rank-deficient covariance, which is regularised with a warning.
+        rank-deficient covariance, which is regularised with a warning. The moments are
+        computed in float64 (centred, two passes) and the masker works in ``data``'s dtype.
 
         Raises:
           ValueError: for fewer than two rows or NaN/inf in ``data``.
@@ -100,7 +108,9 @@ class Gaussian:
         if x.shape[0] < 2:
             raise ValueError(f"`data` has {x.shape[0]} row(s); fitting a covariance needs at least 2.")
         mean, cov = sample_moments(x)
-        return cls(mean, cov, n_samples, key, rcond=rcond, feature_names=names)
+        obj = cls.__new__(cls)
+        obj._setup(mean, cov, n_samples, key, rcond, names, name="data", dtype=x.dtype, exact_moments=not is_traced(x))
+        return obj
 
     # --- the masker protocol -------------------------------------------------------------------
     @property

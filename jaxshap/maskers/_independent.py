@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Callable
 
 import jax
@@ -9,46 +10,104 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._runtime._inputs import as_matrix, check_finite, column_names, is_traced
+from ._base import Masker
+
+DEFAULT_MAX_SAMPLES = 100
+"""Background rows kept by default, as ``shap.maskers.Independent``."""
+
+
+def shap_sample_rows(n_rows: int, n_samples: int, random_state: int = 0) -> np.ndarray:
+    """The rows ``shap.utils.sample(data, n_samples, random_state)`` keeps, in its order.
+
+    shap shuffles the row indices with NumPy's ``RandomState(random_state)`` and keeps the first
+    ``n_samples`` (scikit-learn's ``shuffle``); drawing the same indices keeps the same rows, so
+    results can be compared with shap's on identical backgrounds.
+    """
+    index = np.arange(n_rows)
+    np.random.RandomState(random_state).shuffle(index)
+    return index[:n_samples]
+
+
+def _read_background(data: Any) -> tuple[Any, Any, Any]:
+    """``(rows, weights, names)`` from an array, DataFrame, sparse matrix, ``{"mean", "cov"}``
+    dict, or a weighted summary with ``.data`` and ``.weights`` (``shap.kmeans``' result)."""
+    if isinstance(data, dict):
+        if "mean" not in data:
+            raise ValueError("a `data` dict must hold the background's 'mean' (and optionally 'cov').")
+        return np.asarray(data["mean"])[None, :], None, None
+    if hasattr(data, "weights") and hasattr(data, "data") and not hasattr(data, "shape"):
+        names = getattr(data, "group_names", None)
+        names = [str(n) for n in names] if names is not None else None
+        return data.data, data.weights, names
+    return data, None, column_names(data)
 
 
 @jax.tree_util.register_pytree_node_class
-class Independent:
+class Independent(Masker):
     r"""Interventional (marginal) coalition values over a background data set.
 
     .. math::
 
-        v_x(S) = \frac{1}{B} \sum_{b=1}^{B} f(x_S, b_{\bar S}),
+        v_x(S) = \sum_{b=1}^{B} w_b\, f(x_S, b_{\bar S}), \qquad \sum_b w_b = 1,
 
     the expectation of the model with the features in ``S`` fixed to the explained row and the
     others drawn independently of them from the background (Janzing et al., 2020, "Feature
-    relevance quantification in explainable AI: a causal problem"; Lundberg & Lee, 2017).
+    relevance quantification in explainable AI: a causal problem"; Lundberg & Lee, 2017); the
+    weights are ``1 / B`` unless a weighted summary is given.
 
     Args:
-      data: background rows ``[B, M]`` (array or DataFrame). Every row is used; pass a sample
-        (100 to 1000 rows is usual) to bound the cost, or set ``max_samples``.
-      max_samples: when given and ``B`` is larger, keep a random sample of this many rows
-        (drawn with ``key``), as ``shap.maskers.Independent`` does.
-      key: PRNG key for the subsample; ``None`` means ``jax.random.key(0)``.
+      data: background rows ``[B, M]``: an array, DataFrame or ``scipy.sparse`` matrix; a
+        ``{"mean": [M], "cov": ...}`` dict (one background row, the mean, as shap); or a weighted
+        summary with ``.data`` ``[k, M]`` and ``.weights`` ``[k]`` (such as ``shap.kmeans(X, k)``).
+      max_samples: keep at most this many background rows (default 100, as
+        ``shap.maskers.Independent``): a larger background is subsampled (the same rows shap
+        keeps, or drawn with ``key``) with a warning. ``None`` keeps every row. The cost of every
+        explainer grows linearly with the rows kept.
+      key: PRNG key for the subsample; ``None`` draws shap's rows (``shap.utils.sample``).
+      weights: ``[B]`` non-negative weights of the rows (normalised to sum to 1), for a weighted
+        summary such as k-means centres weighted by their cluster sizes.
 
     Raises:
-      ValueError: for an empty background or one holding NaN or inf.
+      ValueError: for an empty background, one holding NaN or inf, bad weights or a bad
+        ``max_samples``.
     """
 
-    def __init__(self, data: Any, max_samples: int | None = None, key: Any = None):
-        names = column_names(data)
+    def __init__(self, data: Any, max_samples: int | None = DEFAULT_MAX_SAMPLES, key: Any = None, *, weights: Any = None):
+        data, summary_weights, names = _read_background(data)
+        if weights is None:
+            weights = summary_weights
         self.feature_names = None if names is None else tuple(names)
+        if max_samples is not None and (
+            isinstance(max_samples, bool) or not isinstance(max_samples, (int, np.integer)) or max_samples < 1
+        ):
+            raise ValueError(f"`max_samples` must be a positive integer or None (keep every row); got {max_samples!r}.")
+        n_rows = int(np.shape(data)[0]) if np.ndim(data) == 2 or hasattr(data, "nnz") else None
+        if weights is not None and not is_traced(weights):
+            weights = np.asarray(weights, np.float64).reshape(-1)
+            if n_rows is not None and weights.shape[0] != n_rows:
+                raise ValueError(f"`weights` has {weights.shape[0]} entries but the background has {n_rows} rows.")
+            if not np.isfinite(weights).all() or (weights < 0).any() or weights.sum() <= 0:
+                raise ValueError("`weights` must be finite, non-negative and not all zero.")
+        if max_samples is not None and n_rows is not None and n_rows > max_samples:
+            if key is None:
+                pick = shap_sample_rows(n_rows, int(max_samples))
+            else:
+                pick = np.asarray(jax.random.choice(key, n_rows, (int(max_samples),), replace=False))
+            warnings.warn(
+                f"jaxshap.maskers.Independent: the background has {n_rows} rows; keeping a random sample of "
+                f"{int(max_samples)} (max_samples={int(max_samples)}, as shap does). Pass max_samples=None to keep "
+                f"all {n_rows} rows (the cost grows with them), or a weighted summary (k-means centres and weights).",
+                UserWarning,
+                stacklevel=2,
+            )
+            data = data.iloc[pick] if hasattr(data, "iloc") else data[pick]
+            weights = None if weights is None else weights[pick]
         data = as_matrix(data, "background")
         if data.shape[0] == 0:
             raise ValueError("`background` is empty; pass at least one background row (100 or more is usual).")
         check_finite(data, "background")
-        if max_samples is not None:
-            if not isinstance(max_samples, (int, np.integer)) or max_samples < 1:
-                raise ValueError(f"`max_samples` must be a positive integer; got {max_samples!r}.")
-            if data.shape[0] > max_samples:
-                key = jax.random.key(0) if key is None else key
-                pick = jax.random.choice(key, data.shape[0], (int(max_samples),), replace=False)
-                data = data[pick]
         self.data = data
+        self.weights = None if weights is None else jnp.asarray(weights / np.sum(weights), data.dtype)
 
     @property
     def n_features(self) -> int:
@@ -68,6 +127,11 @@ class Independent:
         """Valid input rows for probing a model's output shape."""
         return self.data
 
+    @property
+    def mean(self) -> jax.Array:
+        """The (weighted) mean background row ``[M]``."""
+        return self.data.mean(axis=0) if self.weights is None else self.weights @ self.data
+
     def coalition_values(self, f: Callable[[jax.Array], jax.Array], x: jax.Array, masks: jax.Array) -> jax.Array:
         """``v_x(S)`` for each coalition in ``masks``.
 
@@ -80,18 +144,21 @@ class Independent:
           ``[C, K]`` coalition values.
         """
         inputs = jnp.where(masks[:, None, :], x[None, None, :], self.data[None, :, :])
-        return f(inputs).mean(axis=1)
+        if self.weights is None:
+            return f(inputs).mean(axis=1)
+        return jnp.einsum("cbk,b->ck", f(inputs), self.weights)
 
     def tree_flatten(self):
-        return (self.data,), (self.feature_names,)
+        return (self.data, self.weights), (self.feature_names,)
 
     @classmethod
     def tree_unflatten(cls, aux, children):
         obj = object.__new__(cls)
-        (obj.data,) = children
+        obj.data, obj.weights = children
         (obj.feature_names,) = aux
         return obj
 
     def __repr__(self) -> str:
         shape = tuple(self.data.shape) if not is_traced(self.data) else "traced"
-        return f"Independent(data: {shape})"
+        weighted = ", weighted" if self.weights is not None else ""
+        return f"{type(self).__name__}(data: {shape}{weighted})"

@@ -1,0 +1,106 @@
+"""Keeping the library's own host linear algebra on one BLAS thread.
+
+On a CPU, XLA's linear algebra (``eigvalsh``, ``cholesky``, triangular solves) is not XLA code:
+jaxlib hands it to LAPACK from SciPy, which runs on SciPy's OpenBLAS, and NumPy brings a second
+OpenBLAS. Both start a pool of worker threads on the first large call, and those threads keep
+spinning for a while after each call. On a machine with few cores that are also busy (measured
+on a loaded 2-core machine: a 300 x 300 float64 ``eigvalsh`` through XLA took 2.5 s instead of
+0.036 s, and XLA work right after a NumPy BLAS call ran 5x to 300x slower), the spinning threads
+starve the computation that follows.
+
+:func:`single_threaded_blas` caps every OpenBLAS loaded in the process at one thread for the
+duration of a block and restores the previous counts afterwards, through OpenBLAS's own
+``openblas_get_num_threads`` / ``openblas_set_num_threads`` (also under the symbol prefixes
+SciPy's and NumPy's wheels use). Where no OpenBLAS is loaded, or the platform has no
+``/proc/self/maps`` (not Linux), it does nothing. Users who call NumPy or SciPy linear algebra
+themselves between explanations can set ``OPENBLAS_NUM_THREADS=1`` (before Python starts) to
+avoid the same hazard in their own code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import sys
+import threading
+import time
+from typing import Iterator
+
+_PREFIXES = ("", "scipy_")
+_SUFFIXES = ("", "64_")
+_LOCK = threading.RLock()
+_HANDLES: dict[str, tuple | None] = {}
+
+
+_SCAN: dict = {"key": None, "paths": []}
+RESCAN_SECONDS = 30.0
+"""The list of loaded libraries is re-read when modules were imported since, or after this long."""
+
+
+def _loaded_openblas() -> list[str]:
+    """Paths of the OpenBLAS libraries mapped into this process (Linux), else ``[]``.
+
+    Reading ``/proc/self/maps`` costs a few milliseconds, so the answer is cached until the
+    set of imported modules grows (new extension modules bring new libraries) or
+    :data:`RESCAN_SECONDS` pass.
+    """
+    key = (len(sys.modules), int(time.monotonic() // RESCAN_SECONDS))
+    if _SCAN["key"] == key:
+        return _SCAN["paths"]
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split(None, 5)[-1].strip() for line in maps if "openblas" in line.lower()}
+    except OSError:
+        paths = set()
+    _SCAN["paths"] = sorted(p for p in paths if p.startswith("/") and ".so" in os.path.basename(p))
+    _SCAN["key"] = key
+    return _SCAN["paths"]
+
+
+def _functions(path: str) -> tuple | None:
+    """``(get, set)`` thread-count functions of one loaded OpenBLAS, or ``None`` if it has none."""
+    if path not in _HANDLES:
+        found = None
+        try:
+            lib = ctypes.CDLL(path, mode=getattr(os, "RTLD_NOLOAD", 0) | getattr(os, "RTLD_LAZY", 1))
+        except OSError:
+            lib = None
+        for prefix in _PREFIXES if lib is not None else ():
+            for suffix in _SUFFIXES:
+                get = getattr(lib, f"{prefix}openblas_get_num_threads{suffix}", None)
+                put = getattr(lib, f"{prefix}openblas_set_num_threads{suffix}", None)
+                if get is not None and put is not None:
+                    get.restype, get.argtypes = ctypes.c_int, []
+                    put.restype, put.argtypes = None, [ctypes.c_int]
+                    found = (get, put)
+                    break
+            if found:
+                break
+        _HANDLES[path] = found
+    return _HANDLES[path]
+
+
+@contextlib.contextmanager
+def single_threaded_blas() -> Iterator[None]:
+    """Run a block with every loaded OpenBLAS capped at one thread; restore the counts after.
+
+    The block must wait for its results (``np.asarray`` or ``block_until_ready``): XLA dispatches
+    asynchronously, and work still running after the block would use the restored thread counts.
+    """
+    with _LOCK:
+        saved = []
+        for path in _loaded_openblas():
+            fns = _functions(path)
+            if fns is None:
+                continue
+            get, put = fns
+            count = get()
+            if count > 1:
+                put(1)
+                saved.append((put, count))
+        try:
+            yield
+        finally:
+            for put, count in saved:
+                put(count)

@@ -1,0 +1,181 @@
+"""``jaxshap.Explainer(model, masker_or_data)``: pick the algorithm as ``shap.Explainer`` does."""
+
+from __future__ import annotations
+
+import abc
+import pickle
+import warnings
+from typing import Any, Sequence
+
+from .._runtime._links import resolve_link
+from ..maskers import Independent, Partition
+from ..maskers._partition import MAX_OWEN_COALITIONS
+from ._exact import ExactExplainer
+from ._kernel import KernelExplainer
+from ._linear import LinearExplainer
+from ._permutation import PermutationExplainer
+from .._tree import TreeExplainer
+
+MAX_AUTO_EXACT_FEATURES = 10
+"""``algorithm="auto"`` enumerates every coalition up to this many features (shap's rule)."""
+
+MAX_AUTO_OWEN_FEATURES = 32
+"""With a ``Partition`` masker, exact Owen values up to this many features (shap's rule)."""
+
+ALGORITHMS = ("auto", "tree", "linear", "exact", "permutation", "kernel")
+
+_TREE_CLASSES = {
+    "DecisionTreeRegressor", "DecisionTreeClassifier", "ExtraTreeRegressor", "ExtraTreeClassifier",
+    "RandomForestRegressor", "RandomForestClassifier", "ExtraTreesRegressor", "ExtraTreesClassifier",
+    "GradientBoostingRegressor", "GradientBoostingClassifier",
+    "HistGradientBoostingRegressor", "HistGradientBoostingClassifier", "IsolationForest",
+}
+
+
+def is_tree_model(model: Any) -> bool:
+    """A fitted XGBoost, LightGBM or scikit-learn tree model (recognised by its type, not called)."""
+    cls = type(model)
+    root = (cls.__module__ or "").split(".")[0]
+    if root in ("xgboost", "lightgbm"):
+        return cls.__name__ in ("Booster",) or hasattr(model, "get_booster") or hasattr(model, "booster_")
+    return root == "sklearn" and cls.__name__ in _TREE_CLASSES
+
+
+def is_linear_model(model: Any) -> bool:
+    """A ``(coef, intercept)`` pair, or a fitted scikit-learn linear model (``coef_``, ``intercept_``)."""
+    if isinstance(model, tuple) and len(model) == 2:
+        return True
+    root = (type(model).__module__ or "").split(".")[0]
+    return root == "sklearn" and hasattr(model, "coef_") and hasattr(model, "intercept_")
+
+
+class Explainer(abc.ABC):
+    """Build the explainer ``shap.Explainer`` would pick for this model and background.
+
+    ``jaxshap.Explainer(model, masker_or_data)`` returns an instance of one of the explainers
+    (``isinstance(ex, jaxshap.Explainer)`` holds for all of them), chosen as shap chooses:
+
+    1. a fitted XGBoost, LightGBM or scikit-learn tree model -> :class:`TreeExplainer`
+       (interventional over the background; path-dependent when no background is given);
+    2. a fitted scikit-learn linear model, or a ``(coef, intercept)`` pair ->
+       :class:`LinearExplainer` (interventional);
+    3. a callable model: :class:`ExactExplainer` for up to 10 features (with a
+       :class:`maskers.Partition` masker: exact Owen values up to 32 features), else
+       :class:`PermutationExplainer`. :class:`KernelExplainer` is used when asked for with
+       ``algorithm="kernel"``.
+
+    The explainer's ``repr`` says which was picked and why (``ex.chosen_by_auto``).
+
+    Args:
+      model: a callable ``[n, M] -> [n]`` or ``[n, K]`` (JAX or NumPy: ``clf.predict_proba``), or
+        a fitted tree or linear model.
+      masker: background rows (array, DataFrame, sparse matrix: wrapped in
+        ``maskers.Independent(data)``, which keeps 100 rows by default as shap does, with a
+        warning) or a masker (``Independent``, ``Partition``, ``Gaussian``).
+      link: ``"identity"`` or ``"logit"`` (model-agnostic explainers only).
+      algorithm: ``"auto"`` (default) or one of ``"tree"``, ``"linear"``, ``"exact"``,
+        ``"permutation"``, ``"kernel"``.
+      feature_names: optional names of the features.
+      **kwargs: passed on to the chosen explainer (for example ``n_permutations=``).
+
+    Raises:
+      TypeError: for a model that is neither callable nor a supported tree or linear model.
+      ValueError: for an unknown algorithm, or a link the chosen explainer does not have.
+    """
+
+    def __new__(
+        cls,
+        model: Any,
+        masker: Any = None,
+        *,
+        link: Any = "identity",
+        algorithm: str = "auto",
+        feature_names: Sequence[str] | None = None,
+        **kwargs: Any,
+    ):
+        if algorithm not in ALGORITHMS:
+            raise ValueError(f"`algorithm` must be one of {ALGORITHMS}; got {algorithm!r}.")
+        link = resolve_link(link)
+        if masker is not None and not hasattr(masker, "coalition_values"):
+            with warnings.catch_warnings(record=True) as caught:  # re-issued at the caller's line
+                warnings.simplefilter("always")
+                masker = Independent(masker)  # shap's default: at most 100 rows, with a warning
+            for w in caught:
+                warnings.warn(w.message, w.category, stacklevel=2)
+        names = {"feature_names": feature_names} if feature_names is not None else {}
+        plain = masker is None or type(masker) is Independent
+
+        if algorithm == "tree" or (algorithm == "auto" and is_tree_model(model) and plain):
+            _identity_only(link, "TreeExplainer")
+            data = None
+            if masker is not None:
+                if getattr(masker, "weights", None) is not None:
+                    raise ValueError(
+                        "TreeExplainer takes unweighted background rows; pass the rows themselves as `masker`."
+                    )
+                data = masker.data
+                if masker.feature_names is not None and feature_names is None:
+                    names = {"feature_names": list(masker.feature_names)}
+            reason = "a tree model" + (", interventional over the background" if data is not None else ", no background: path-dependent")
+            return _mark(TreeExplainer(model, data, **names, **kwargs), reason)
+        if algorithm == "linear" or (algorithm == "auto" and is_linear_model(model) and plain and masker is not None):
+            _identity_only(link, "LinearExplainer")
+            if masker is None or not isinstance(masker, Independent):
+                raise ValueError("LinearExplainer needs background rows (or an Independent masker) as `masker`.")
+            if masker.feature_names is not None and feature_names is None:
+                names = {"feature_names": list(masker.feature_names)}
+            return _mark(LinearExplainer(model, (masker.mean, None), **names, **kwargs), "a linear model")
+        if masker is None:
+            raise ValueError(
+                "`masker` is required for this model: pass background rows [B, M] (for example 100 training "
+                "rows) or a masker such as jaxshap.maskers.Independent(data)."
+            )
+        if not callable(model):
+            hint = " Pass its prediction function, such as model.predict or model.predict_proba." if hasattr(model, "predict") else ""
+            raise TypeError(
+                f"`model` ({type(model).__name__}) is not callable and is not a tree or linear model jaxshap "
+                f"can read.{hint}"
+            )
+        m = masker.n_features
+        if algorithm == "auto":
+            if isinstance(masker, Partition):
+                owen = masker.owen_coalitions[0].shape[0]
+                algorithm = "exact" if m <= MAX_AUTO_OWEN_FEATURES and owen <= MAX_OWEN_COALITIONS else "permutation"
+                reason = f"Partition masker, {m} features " + ("<= 32: exact Owen values" if algorithm == "exact" else "> 32")
+            elif m <= MAX_AUTO_EXACT_FEATURES:
+                algorithm, reason = "exact", f"{m} features <= {MAX_AUTO_EXACT_FEATURES}"
+            else:
+                algorithm, reason = "permutation", f"{m} features > {MAX_AUTO_EXACT_FEATURES}"
+        else:
+            reason = f"algorithm={algorithm!r}"
+        chosen = {"exact": ExactExplainer, "permutation": PermutationExplainer, "kernel": KernelExplainer}[algorithm]
+        return _mark(chosen(model, masker, link=link, **names, **kwargs), reason)
+
+    @classmethod
+    def load(cls, file: Any) -> Any:
+        """Load any explainer saved with its ``save`` method (this unpickles: trusted files only)."""
+        if hasattr(file, "read"):
+            obj = pickle.load(file)
+        else:
+            with open(file, "rb") as handle:
+                obj = pickle.load(handle)
+        if not isinstance(obj, cls):
+            raise TypeError(f"`file` holds a {type(obj).__name__}, not a jaxshap explainer.")
+        return obj
+
+
+def _identity_only(link: str, name: str) -> None:
+    if link != "identity":
+        raise ValueError(
+            f"{name} explains the model's raw output and has no `link`; got link={link!r}. Pass a callable "
+            "that returns probabilities (clf.predict_proba) to use link='logit' with a model-agnostic explainer."
+        )
+
+
+def _mark(explainer: Any, reason: str) -> Any:
+    explainer.chosen_by_auto = reason
+    return explainer
+
+
+for _cls in (ExactExplainer, PermutationExplainer, KernelExplainer, LinearExplainer, TreeExplainer):
+    Explainer.register(_cls)
