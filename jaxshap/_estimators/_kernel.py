@@ -7,10 +7,11 @@ from typing import Callable
 
 import jax
 import jax.numpy as jnp
+from jax.scipy.linalg import cho_factor, cho_solve
 
 from .._coalitions._kernel_sampling import KernelPlan, kernel_plan, sample_coalitions
 from ._control_variates import walsh_controls
-from ._kernel_solve import apply_plan, plan_operators
+from ._kernel_solve import _safe_sqrt, apply_plan, plan_operators  # noqa: F401  (_safe_sqrt: used by _kernel_interactions)
 
 ValueFn = Callable[[jax.Array], jax.Array]
 
@@ -39,6 +40,29 @@ def third_order_controls(masks: jax.Array, dtype) -> jax.Array:
     of :math:`q_T` that its own Shapley values leave unexplained (see :mod:`._control_variates`).
     """
     return walsh_controls(masks, 3, dtype)
+
+
+def _weighted_fit(design: jax.Array, w: jax.Array, r: jax.Array, m: int) -> tuple[jax.Array, jax.Array]:
+    """(Used by :mod:`._kernel_interactions`.) Ridge-stabilised weighted least squares ``theta = H^{-1} X^T W r`` and ``H^{-1}`` (``None`` with controls).
+
+    The first ``m`` columns of ``X`` are the projected coalition indicators; ``c 1 1^T`` with
+    ``c = trace / (m (m - 1))`` fixes their null direction. Further columns (controls) get a ridge
+    of ``THIRD_ORDER_RIDGE`` times the mean diagonal of the first block.
+    """
+    n, dtype = design.shape[1], design.dtype
+    weighted = design * w[:, None]
+    h = weighted.T @ design
+    ridge = jnp.trace(h[:m, :m]) / (m * (m - 1))
+    h = h.at[:m, :m].add(ridge * jnp.ones((m, m), dtype))
+    if n > m:
+        h = h.at[m:, m:].add(THIRD_ORDER_RIDGE * (m - 1) * ridge * jnp.eye(n - m, dtype=dtype))
+    factor = cho_factor(h, lower=True)
+    if n > m:  # only the solution is needed: a direct solve is the more accurate in float32
+        return cho_solve(factor, weighted.T @ r), None
+    # The inverse is formed once from the factor: applying it to the C coalitions is a matrix
+    # product, far faster than C triangular solves on a CPU.
+    inverse = cho_solve(factor, jnp.eye(n, dtype=dtype))
+    return inverse @ (weighted.T @ r), inverse
 
 
 def kernel_solve(
