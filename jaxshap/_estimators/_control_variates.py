@@ -36,7 +36,10 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
+from ._precision import full_precision
 
+
+@full_precision
 def walsh_controls(masks, order: int, dtype):
     r"""The residualised Walsh terms :math:`r_T` of one odd ``order``, ``[C, C(M, order)]`` (explicit).
 
@@ -64,6 +67,7 @@ def _esym(t, n: int, k: int):
     return e[k]
 
 
+@full_precision
 def odd_kernel(ua, ub, order: int):
     r"""``sum_{|T| = order} r_T(a) r_T(b)`` for sign matrices ``ua [A, M]``, ``ub [B, M]``: ``[A, B]``.
 

@@ -12,6 +12,7 @@ from jax.scipy.linalg import cho_factor, cho_solve
 from .._coalitions._kernel_sampling import KernelPlan, kernel_plan, sample_coalitions
 from ._control_variates import walsh_controls
 from ._kernel_solve import _safe_sqrt, apply_plan, plan_operators  # noqa: F401  (_safe_sqrt: used by _kernel_interactions)
+from ._precision import full_precision
 
 ValueFn = Callable[[jax.Array], jax.Array]
 
@@ -42,6 +43,7 @@ def third_order_controls(masks: jax.Array, dtype) -> jax.Array:
     return walsh_controls(masks, 3, dtype)
 
 
+@full_precision
 def _weighted_fit(design: jax.Array, w: jax.Array, r: jax.Array, m: int) -> tuple[jax.Array, jax.Array]:
     """(Used by :mod:`._kernel_interactions`.) Ridge-stabilised weighted least squares ``theta = H^{-1} X^T W r`` and ``H^{-1}`` (``None`` with controls).
 
@@ -65,6 +67,7 @@ def _weighted_fit(design: jax.Array, w: jax.Array, r: jax.Array, m: int) -> tupl
     return inverse @ (weighted.T @ r), inverse
 
 
+@full_precision
 def kernel_solve(
     plan: KernelPlan,
     masks: jax.Array,

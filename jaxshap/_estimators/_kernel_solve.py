@@ -32,6 +32,7 @@ import numpy as np
 from jax.scipy.linalg import cho_factor, cho_solve
 
 from ._control_variates import odd_kernel, walsh_controls
+from ._precision import full_precision
 
 SMALL_RIDGE = 1e-3
 """Ridge (relative to the mean curvature) of plans whose budget does not identify the regression:
@@ -93,6 +94,7 @@ def _inflation(one_minus_h: jax.Array) -> jax.Array:
     return 1.0 / jnp.maximum(one_minus_h, MIN_PIVOT)
 
 
+@full_precision
 def kernel_operator(
     masks: jax.Array,
     weights: jax.Array,
@@ -181,6 +183,7 @@ def kernel_operator(
     return KernelOperator(*statics, g, None, None, None, resid, _inflation(jnp.diagonal(resid)), frac)
 
 
+@full_precision
 def apply_operator(op: KernelOperator, plan, values, v_empty, v_full):
     """Estimate and standard error of one game from its coalition values (``[C, K]``).
 
@@ -210,6 +213,7 @@ def apply_operator(op: KernelOperator, plan, values, v_empty, v_full):
     return phi, _safe_sqrt(design_variance(plan, psi, op.unit))
 
 
+@full_precision
 def design_variance(plan, psi: jax.Array, unit: jax.Array) -> jax.Array:
     """Stratified design variance of ``sum_u psi_u`` over the plan's sampling units (``unit [U]`` of each ``psi_u``)."""
     dtype = psi.dtype
@@ -223,6 +227,7 @@ def design_variance(plan, psi: jax.Array, unit: jax.Array) -> jax.Array:
     return jnp.tensordot(jnp.asarray(plan.group_factor, dtype), squares, axes=1)
 
 
+@full_precision
 def plan_operators(plan, masks: jax.Array, weights: jax.Array, controls=(), *, dtype=jnp.float32):
     """The operators of one draw of ``plan``: ``(op, check)`` for :func:`apply_plan`.
 
@@ -239,6 +244,7 @@ def plan_operators(plan, masks: jax.Array, weights: jax.Array, controls=(), *, d
     return op, check
 
 
+@full_precision
 def apply_plan(ops, plan, values, v_empty, v_full):
     """``(phi, stderr)`` of one game from :func:`plan_operators`' operators (``values [C, K]``).
 
