@@ -247,3 +247,17 @@ def test_non_numeric_frame_column_is_a_clear_error():
     bad.loc[bad.index[0], "a"] = "text"
     with pytest.raises(TypeError, match="column 'a'"):
         jaxshap.TreeExplainer(model)(bad)
+
+
+@pytest.mark.parametrize("dtype, error", [("float16", ValueError), ("int32", ValueError), ("banana", TypeError)])
+def test_dtype_is_checked(dtype, error):
+    X = np.random.default_rng(0).random((40, 3))
+    model = xgb.XGBRegressor(n_estimators=2, max_depth=2).fit(X, X[:, 0])
+    with pytest.raises(error, match="`dtype`"):
+        jaxshap.TreeExplainer(model, dtype=dtype)
+
+
+@pytest.mark.parametrize("make", [lambda: lgb.LGBMRegressor(), lambda: xgb.XGBClassifier()])
+def test_unfitted_model_is_named(make):
+    with pytest.raises(ValueError, match="not fitted"):
+        jaxshap.TreeExplainer(make())

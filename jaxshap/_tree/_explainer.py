@@ -33,6 +33,21 @@ MAX_TABLE_SLOTS = 10  # tables have 2**U rows per path
 GROUP_WIDTHS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
 
 
+def _check_dtype(dtype: Any) -> np.dtype:
+    """The compute dtype: float32 (the default) or float64 (with ``jax_enable_x64``)."""
+    if dtype is None:
+        return float_dtype(np.zeros(0, np.float32))
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"`dtype` must be float32 or float64; got {dtype!r}.") from None
+    if dt not in (np.float32, np.float64):
+        raise ValueError(f"`dtype` must be float32 or float64; got {dt}.")
+    if dt == np.float64 and not jax.config.jax_enable_x64:
+        raise ValueError("`dtype=float64` needs x64: call jax.config.update('jax_enable_x64', True) first.")
+    return dt
+
+
 def _put(a, dtype) -> jax.Array:
     """A host array on the default device, converted on the host (no compiled conversion)."""
     return jax.device_put(np.asarray(a, dtype))
@@ -261,7 +276,7 @@ class TreeExplainer(ShapAPI):
                 f"model_output={model_output!r} is explained interventionally only (as in shap): pass background "
                 "rows `data` [B, M] and feature_perturbation='interventional' (or 'auto')."
             )
-        self.dtype = jnp.dtype(dtype) if dtype is not None else float_dtype(np.zeros(0, np.float32))
+        self.dtype = _check_dtype(dtype)
         self._names = feature_names
         self._data_names = None
         self._background_rows = None

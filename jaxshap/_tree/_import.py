@@ -34,6 +34,9 @@ def import_model(model) -> TreeEnsemble:
     cls = type(model)
     module = cls.__module__ or ""
     root = module.split(".")[0]
+    fitted = getattr(model, "__sklearn_is_fitted__", None)  # the sklearn wrappers of XGBoost and LightGBM
+    if root in ("xgboost", "lightgbm") and fitted is not None and not fitted():
+        raise ValueError(f"`model`: the {cls.__name__} is not fitted; call fit before explaining it.")
     if root == "xgboost":
         from ._xgboost import load_xgboost
 
