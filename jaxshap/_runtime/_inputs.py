@@ -130,3 +130,9 @@ def check_walks(n_permutations: Any, minimum: int) -> int:
             f"permutation and its reverse); got {n_permutations!r}."
         )
     return int(n_permutations)
+
+
+def output_names(n_outputs: int) -> tuple[str, ...]:
+    """The names of a multi-output model's ``K`` outputs, the one place they are made:
+    ``Output 0`` ... ``Output K-1``."""
+    return tuple(f"Output {k}" for k in range(int(n_outputs)))
