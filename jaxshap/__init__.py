@@ -7,12 +7,14 @@ Public API (everything else is private):
 * Result: :class:`Explanation`.
 * Interactions and effects: :func:`partial_dependence` (:class:`PartialDependence`),
   :func:`h_statistic` (:class:`HStatistics`), :func:`functional_anova` (:class:`FunctionalANOVA`).
+* Runtime: :func:`enable_compilation_cache` (JAX's persistent compilation cache, one switch).
 * Submodules: :mod:`jaxshap.maskers` (value functions), :mod:`jaxshap.estimators` (estimator
   kernels on any value function), :mod:`jaxshap.coalitions` (masks, weights, sampling),
   :mod:`jaxshap.datasets` (data shipped with the package).
 """
 
 from . import coalitions, datasets, estimators, maskers
+from ._runtime._cache import enable_compilation_cache
 from ._runtime._chunking import DEFAULT_MEMORY_BUDGET
 from ._explainers._exact import ExactExplainer
 from ._explanation import Explanation
@@ -39,6 +41,7 @@ __all__ = [
     "TreeExplainer",
     "coalitions",
     "datasets",
+    "enable_compilation_cache",
     "estimators",
     "functional_anova",
     "h_statistic",

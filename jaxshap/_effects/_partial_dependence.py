@@ -9,6 +9,7 @@ the memory budget with ``vmap`` inside a chunk.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from typing import Any, Callable, Sequence
 
@@ -288,17 +289,21 @@ def partial_dependence(
     n_units = points.shape[0] + (n if centered else 0)
     chunk = units_per_chunk(wrapped, n_units, n, m, X.dtype.itemsize, budget)
 
-    def run(background, full):
-        pts = jnp.concatenate([full, background], axis=0) if centered else full
-        u = pts.shape[0]
-        vals = pd_units(wrapped.fn, background, pts, jnp.asarray(mask), jnp.arange(u), jnp.zeros(u, jnp.int32), chunk)
-        out = vals[: full.shape[0]]
-        if centered:
-            out = out - jnp.mean(vals[full.shape[0] :], axis=0)
-        return out
-
-    values = jax.jit(run)(background, full)
+    values = _pd_program(wrapped, background, full, jnp.asarray(mask), chunk, bool(centered))
     if wrapped.single_output:
         values = values[:, 0]
     grid_out = points[:, 0] if single else points
     return PartialDependence(grid_out, values, idx, [names[j] for j in idx], centered)
+
+
+@functools.partial(jax.jit, static_argnums=(4, 5))
+def _pd_program(model: Model, background: jax.Array, full: jax.Array, mask: jax.Array, chunk: int, centered: bool):
+    """The compiled body of :func:`partial_dependence`: module-level, so it compiles once per
+    configuration (the model's static part, shapes, chunk, centring), not once per call."""
+    pts = jnp.concatenate([full, background], axis=0) if centered else full
+    u = pts.shape[0]
+    vals = pd_units(model.fn, background, pts, mask, jnp.arange(u), jnp.zeros(u, jnp.int32), chunk)
+    out = vals[: full.shape[0]]
+    if centered:
+        out = out - jnp.mean(vals[full.shape[0] :], axis=0)
+    return out

@@ -123,31 +123,39 @@ def chunk_capacity(
     return 1, balanced(coalitions_per_row, room // per_coalition)
 
 
-MIN_CALL_CHUNKS = 256
-"""Row capacity of the smallest compiled program, in chunks. Calls on fewer rows are padded up
-to it and the chunks beyond the real rows are skipped (a ``lax.cond`` each, about a microsecond),
-so every call on up to this many chunks of rows runs one compiled program."""
+MIN_CALL_ROWS = 256
+"""Row capacity of the smallest compiled call. Calls on fewer rows are padded up to it and the
+chunks beyond the real rows are skipped (a ``lax.cond`` each, about a microsecond), so every
+call on up to this many rows (or chunks, when a chunk is one row) runs one compiled program."""
 
-MAX_CALL_CHUNKS = 4 * 4 * MIN_CALL_CHUNKS
-"""Row capacity of the largest compiled program, in chunks; larger calls run it block by block."""
+MAX_CALL_CHUNKS = 4096
+"""Row capacity of the largest compiled call, in chunks; larger calls run it block by block."""
+
+CHUNK_LEVELS = 8
+"""Chunks of fewer rows than the planned largest are that size divided by a power of this."""
 
 
-def bucket_rows(n_rows: int, rows_per_chunk: int, least_chunks: int = MIN_CALL_CHUNKS) -> tuple[int, int]:
+def bucket_rows(n_rows: int, rows_per_chunk: int, least_rows: int = MIN_CALL_ROWS) -> tuple[int, int]:
     """``(rows_per_chunk, rows per compiled call)`` for ``n_rows`` concrete rows.
 
-    Programs are compiled for a few row capacities only: chunks of ``rows_per_chunk`` rows
-    (smaller, a power of two, when all the rows fit in one chunk), and ``least_chunks`` times
-    a power of four of them per call, at most :data:`MAX_CALL_CHUNKS` (larger calls go in
-    blocks of that size). So a new number of rows rarely compiles a new program, and the
-    padding costs at most the skipped chunks' branch, never their model evaluations.
+    Programs are compiled for a few shapes only. Chunks hold ``rows_per_chunk`` rows (the
+    largest that fits the budget), or, when all the rows fit in a smaller chunk, the largest
+    divided by the smallest power of :data:`CHUNK_LEVELS` that still holds them all, so a
+    single row does not pay for a whole accelerator-sized chunk. A call holds at least
+    ``least_rows`` rows, in a power of four times the least number of chunks, and at most
+    :data:`MAX_CALL_CHUNKS` chunks (larger calls go in blocks of that size). So a new number of
+    rows rarely compiles a new program, and the padding costs the skipped chunks' branches,
+    never their model evaluations.
     """
     n_rows = max(int(n_rows), 1)
-    rows = min(int(rows_per_chunk), 1 << (n_rows - 1).bit_length())
+    rows = max(int(rows_per_chunk), 1)
+    while rows // CHUNK_LEVELS >= n_rows:
+        rows //= CHUNK_LEVELS
     need = -(-n_rows // rows)
-    chunks = max(least_chunks, 1)
+    chunks = max(1, -(-int(least_rows) // rows))
     while chunks < need and chunks < MAX_CALL_CHUNKS:
         chunks *= 4
-    return rows, rows * min(chunks, max(MAX_CALL_CHUNKS, least_chunks))
+    return rows, rows * min(chunks, MAX_CALL_CHUNKS)
 
 
 def balanced(n: int, largest: int) -> int:

@@ -134,22 +134,26 @@ def run_rows(
     """
     n = X.shape[0]
     mesh = row_mesh(X, devices)
-    if mesh is None and not is_traced(X) and n > 0:
+    if mesh is None and n > 0:  # traced rows too: the same chunks as eagerly, so the same values
         return _run_bucketed(core, X, key, planner, evals_per_row, offset, devices, bar, blocked)
     return _run_exact(core, X, key, planner, evals_per_row, offset, devices, bar, blocked, mesh)
 
 
 def _run_bucketed(core, X, key, planner, evals_per_row, offset, devices, bar, blocked):
-    """One device, concrete rows: calls of a few fixed capacities, padded and skipped past ``n``."""
+    """One device: calls of a few fixed capacities, padded and skipped past ``n``.
+
+    Traced rows (inside ``jax.jit``) take the same path, so a jitted call runs exactly the
+    chunks of the eager one and gives the same values to the last bit.
+    """
     n = X.shape[0]
-    if devices is not None:
+    if devices is not None and not is_traced(X):
         X = jax.device_put(X, jax.local_devices()[0] if isinstance(devices, str) else list(devices)[0])
     largest, coalitions = planner(n, False)
     rows, size = bucket_rows(n, largest)
     if blocked:
-        rows, size = bucket_rows(plan_blocks(n, rows, evals_per_row), largest, least_chunks=1)
+        rows, size = bucket_rows(plan_blocks(n, rows, evals_per_row), largest, least_rows=1)
     plan = Plan(rows, coalitions, skip=True)
-    on_host = n <= size and all(d.platform == "cpu" for d in X.devices())
+    on_host = n <= size and not is_traced(X) and all(d.platform == "cpu" for d in X.devices())
     parts, pending = [], None
     for begin in range(0, n, size):
         start = min(begin, max(n - size, 0))  # a last block shifted back to end at row n: no padding
@@ -178,7 +182,7 @@ def _rows(out: Any, start: int, stop: int) -> Any:
 
 
 def _run_exact(core, X, key, planner, evals_per_row, offset, devices, bar, blocked, mesh):
-    """Traced rows or several devices: programs shaped for exactly these rows."""
+    """Several devices: programs shaped for exactly these rows, sharded."""
     n = X.shape[0]
     shards = 1 if mesh is None else mesh.size
     n_pad = -(-n // shards) * shards
