@@ -265,3 +265,29 @@ def test_enable_compilation_cache_writes_and_a_second_process_reads(tmp_path):
     assert set(os.listdir(tmp_path)) == written  # every program came from the cache
     with pytest.raises(ValueError, match="min_compile_seconds"):
         jaxshap.enable_compilation_cache(tmp_path, min_compile_seconds=-1)
+
+
+# --- one runtime: LinearExplainer ----------------------------------------------------------------
+
+
+def test_linear_explainer_runs_on_the_shared_runtime(data, monkeypatch):
+    background, X = data
+    rng = np.random.default_rng(8)
+    coef, b = rng.normal(size=M).astype(np.float32), 0.5
+    for perturbation in ("interventional", "correlation_dependent"):
+        ex = jaxshap.LinearExplainer((coef, b), background, feature_perturbation=perturbation, memory_budget=64)
+        assert isinstance(ex, jaxshap._runtime._rows.RowExplainer)
+        rows, _ = ex._plan(101)
+        assert rows < 101  # the tiny budget really cuts the rows into chunks
+        one = np.asarray(ex(X).values)
+        expected_fx = X @ coef + b
+        np.testing.assert_allclose(one.sum(1) + np.asarray(ex(X).base_values), expected_fx, rtol=1e-4, atol=1e-4)
+        if perturbation == "interventional":
+            np.testing.assert_allclose(one, coef * (X - background.mean(0)), rtol=1e-5, atol=1e-6)
+        monkeypatch.setattr(chunking, "BLOCK_EVALS", 1)
+        monkeypatch.setattr(chunking, "TARGET_BLOCKS", 4)
+        np.testing.assert_allclose(np.asarray(ex(X, progress=True, devices="local").values), one, rtol=1e-6, atol=1e-6)
+        streamed = np.concatenate([np.asarray(e.values) for e in ex.explain_batches(X, batch_size=30)])
+        np.testing.assert_allclose(streamed, one, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(jax.jit(lambda e, X: e(X).values)(ex, X), one, rtol=1e-6, atol=1e-6)
+        monkeypatch.undo()

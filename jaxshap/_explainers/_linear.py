@@ -10,6 +10,8 @@ import numpy as np
 
 from .._explanation import Explanation
 from .._algebra._gaussian import prepare, sample_moments
+from .._runtime._chunking import DEFAULT_MEMORY_BUDGET
+from .._runtime._explainer import drop_output_axis
 from .._runtime._inputs import (
     as_key,
     as_matrix,
@@ -18,8 +20,10 @@ from .._runtime._inputs import (
     check_walks,
     column_names,
     is_traced,
+    output_names,
     resolve_feature_names,
 )
+from .._runtime._rows import RowExplainer
 from .._algebra._linear import exact_transform, sampled_transform, to_data_units
 
 MAX_AUTO_EXACT_FEATURES = 16
@@ -71,7 +75,7 @@ def parse_linear_model(model: Any) -> tuple[jax.Array, jax.Array, bool]:
     return coef, intercept, single
 
 
-class LinearExplainer:
+class LinearExplainer(RowExplainer):
     r"""Exact Shapley values of a linear model :math:`f(x) = \beta x + b`.
 
     * ``"interventional"`` (default, as in shap): features are perturbed independently of each
@@ -103,6 +107,9 @@ class LinearExplainer:
         ``1e-6`` in float64); below it the correlations are shrunk toward independence and a
         warning is issued (see :mod:`jaxshap._algebra._gaussian`).
       feature_names: optional names of the ``M`` features.
+      memory_budget: bytes of working memory one chunk of rows may use (as for every explainer;
+        rows are explained in chunks, with ``progress=``, ``devices=`` and
+        :meth:`explain_batches` from the shared runtime, :class:`jaxshap._runtime._rows.RowExplainer`).
 
     Attributes:
       expected_value: ``E[f(X)]``, ``[K]`` (a scalar for one output).
@@ -129,7 +136,11 @@ class LinearExplainer:
         key: Any = None,
         rcond: float | None = None,
         feature_names: Sequence[str] | None = None,
+        memory_budget: int = DEFAULT_MEMORY_BUDGET,
     ):
+        if isinstance(memory_budget, bool) or not isinstance(memory_budget, (int, np.integer)) or memory_budget <= 0:
+            raise ValueError(f"`memory_budget` must be a positive number of bytes; got {memory_budget!r}.")
+        self.memory_budget = int(memory_budget)
         if feature_perturbation not in PERTURBATIONS:
             raise ValueError(f"`feature_perturbation` must be one of {PERTURBATIONS}; got {feature_perturbation!r}.")
         if method not in ("auto", "exact", "sampled"):
@@ -143,7 +154,8 @@ class LinearExplainer:
         coef, intercept = coef.astype(dtype), intercept.astype(dtype)
         self.coef, self.intercept = coef, intercept
         self.n_features = coef.shape[1]
-        self._names, self._data_names = feature_names, names
+        self._names = None if feature_names is None else tuple(str(n) for n in feature_names)
+        self._data_names = None if names is None else tuple(names)
         self.mean = mean
         self._expected = coef @ mean + intercept
         self.transform = None
@@ -207,32 +219,49 @@ class LinearExplainer:
     def expected_value(self) -> jax.Array:
         return self._expected[0] if self._single else self._expected
 
-    def __call__(self, X: Any, key: Any = None) -> Explanation:
+    # --- the shared runtime's contract (see jaxshap._runtime._rows) ---------------------------
+    def _validate(self, X: Any) -> jax.Array:
+        X = as_matrix(X, "X", dtype=self.mean.dtype)
+        check_n_features(X, self.n_features, "X", "the model's coefficients")
+        check_finite(X, "X")
+        return X
+
+    def _bytes_per_row(self) -> int:
+        k = self.coef.shape[0]
+        return np.dtype(self.mean.dtype).itemsize * (2 * self.n_features + 3 * self.n_features * k + k)
+
+    def _explain_rows(self, X, keys):
+        """``phi = T (x - mu)`` (or ``beta_j (x_j - mu_j)``) for a chunk of rows; no key is used."""
+        del keys
+        values, base = _explain(X, self.mean, self.coef, self._expected, self.transform)
+        return values, base, None
+
+    def _wrap(self, phi, base, stderr, X, names) -> Explanation:
+        if self._single:
+            phi, base = drop_output_axis((phi, base))
+        feature_names = resolve_feature_names(self._names, self.n_features, self._data_names, names)
+        outputs = None if self._single else output_names(self.coef.shape[0])
+        return Explanation(phi, base, X, None, feature_names, outputs)
+
+    def __call__(self, X: Any, key: Any = None, *, progress: bool | None = None, devices: Any = None) -> Explanation:
         """Explain the rows of ``X``.
 
         Args:
-          X: rows ``[n, M]`` (array or DataFrame; one row ``[M]`` is promoted).
+          X: rows ``[n, M]`` (array or DataFrame; one row ``[M]`` is promoted; a JAX array
+            sharded over devices along its rows is explained where it lies).
           key: accepted for a uniform explainer interface and unused: a sampled transform is
             drawn once, with the constructor's ``key``.
+          progress: progress bar, as for every explainer (``None``: when stderr is a terminal).
+          devices: ``None``, ``"local"`` or a sequence of devices to shard the rows over.
 
         Returns:
           An :class:`Explanation`; ``stderr`` is ``None`` (the transform is fixed; a sampled one
           carries Monte-Carlo error shared by every row, which is not estimated).
         """
         del key
-        names = column_names(X)
-        X = as_matrix(X, "X", dtype=self.mean.dtype)
-        check_n_features(X, self.n_features, "X", "the model's coefficients")
-        check_finite(X, "X")
-        values, base = _explain(X, self.mean, self.coef, self._expected, self.transform)
-        if self._single:
-            values, base = values[..., 0], base[..., 0]
-        feature_names = resolve_feature_names(self._names, self.n_features, self._data_names, names)
-        output_names = None if self._single else [f"Output {k}" for k in range(self.coef.shape[0])]
-        return Explanation(values, base, X, None, feature_names, output_names)
+        return super().__call__(X, None, progress=progress, devices=devices)
 
 
-@jax.jit
 def _explain(X, mean, coef, expected, transform):
     centred = X - mean
     if transform is None:

@@ -37,8 +37,7 @@ the key ``fold_in(key, i)``, so results do not depend on chunks, blocks, batches
 
 from __future__ import annotations
 
-import copy
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -46,22 +45,11 @@ import numpy as np
 
 from .._explanation import Explanation
 from ..maskers import Independent
-from ._chunking import DEFAULT_MEMORY_BUDGET, chunk_capacity, map_chunks, plan_blocks, plan_chunks
-from ._inputs import (
-    as_key,
-    as_matrix,
-    check_finite,
-    check_n_features,
-    column_names,
-    is_traced,
-    output_names,
-    resolve_feature_names,
-)
+from ._chunking import DEFAULT_MEMORY_BUDGET, chunk_capacity, map_chunks, plan_chunks
+from ._inputs import as_matrix, check_finite, check_n_features, is_traced, output_names, resolve_feature_names
 from ._model import wrap_model
-from ._program import run_rows
-from ._progress import ProgressBar, wants_progress
-from ._pytree import register_fields
-from ._streaming import as_rows, check_batch_size, cut_batches, is_array, total_rows
+from ._rows import RowExplainer
+from ._streaming import as_rows  # noqa: F401  (re-exported for code that imported it from here)
 
 ValueFn = Callable[[jax.Array], jax.Array]
 
@@ -84,7 +72,7 @@ def as_masker(masker: Any) -> Any:
     return Independent(masker)
 
 
-class Explainer:
+class Explainer(RowExplainer):
     """Base class of the model-agnostic explainers (not used directly).
 
     Args:
@@ -128,10 +116,6 @@ class Explainer:
         self.model = wrap_model(model, self.n_features, self.masker.dtype, self.masker.probe_rows)
         self._names = None if feature_names is None else tuple(str(n) for n in feature_names)
 
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        register_fields(cls)
-
     # --- what subclasses define ------------------------------------------------------------
     def _check_n_features(self, n_features: int) -> None:
         """Raise for feature counts this estimator cannot handle."""
@@ -171,7 +155,6 @@ class Explainer:
     def _evals_per_row(self) -> int:
         return self._coalitions_per_row() * self.masker.evals_per_coalition
 
-    # --- the per-device work (inside the compiled program) ----------------------------------
     def _explain_local(self, X, keys, rows_per_chunk, coalitions_per_chunk, n_valid=None):
         """Explain rows ``X [b, M]`` with per-row keys ``keys [b]``, chunk by chunk (traced).
 
@@ -187,14 +170,6 @@ class Explainer:
 
         return map_chunks(lambda args: jax.vmap(one_row)(*args), (keys, X), rows_per_chunk, n_valid)
 
-    def _core(self) -> "Explainer":
-        """This explainer without its metadata (feature names), as the compiled program's argument:
-        explainers that differ only in names share a program."""
-        core = copy.copy(self)
-        core._names = None
-        return core
-
-    # --- validation and wrapping ------------------------------------------------------------
     def _validate(self, X: Any) -> jax.Array:
         X = as_matrix(X, "X", dtype=self.masker.dtype)
         check_n_features(X, self.n_features, "X", "the background")
@@ -212,122 +187,3 @@ class Explainer:
         feature_names = resolve_feature_names(self._names, self.n_features, self.masker.feature_names, names)
         outputs = None if self.model.single_output else output_names(self.model.n_outputs)
         return Explanation(phi, base, X, stderr, feature_names, outputs)
-
-    # --- running ----------------------------------------------------------------------------
-    def _run(self, X: jax.Array, key: jax.Array, offset: int, devices: Any, bar: ProgressBar | None, blocked: bool):
-        """Explain validated rows ``X``, as global rows ``offset, offset + 1, ...``: see
-        :func:`jaxshap._runtime._program.run_rows`. Returns ``(phi, base, stderr)``."""
-        return run_rows(
-            self._core(),
-            X,
-            key,
-            planner=self._plan,
-            evals_per_row=self._evals_per_row(),
-            offset=offset,
-            devices=devices,
-            bar=bar,
-            blocked=blocked,
-        )
-
-    def __call__(self, X: Any, key: Any = None, *, progress: bool | None = None, devices: Any = None) -> Explanation:
-        """Explain the rows of ``X``.
-
-        Args:
-          X: rows to explain, ``[n, M]`` (array or DataFrame; one row ``[M]`` is promoted). A JAX
-            array sharded over a mesh along its rows (``jax.device_put(X, NamedSharding(mesh,
-            P("rows")))``) is explained where it lies: each device explains its own rows and the
-            results come back sharded the same way. That mesh may span several processes
-            (``jax.distributed``): see :meth:`explain_batches` and the README's "Explaining
-            across hosts".
-          key: PRNG key for sampling estimators; ``None`` means ``jax.random.key(0)``. Row ``i``
-            uses ``fold_in(key, i)``, whatever the chunks, blocks or devices.
-          progress: show a progress bar (rows done, rate, time left) on ``sys.stderr``; ``None``
-            (the default) shows it only when ``sys.stderr`` is an interactive terminal. Never
-            shown while JAX is tracing (inside ``jax.jit``, ``jax.grad``, ``jax.vmap``). With a
-            bar the rows run as successive equal blocks of one compiled program.
-          devices: ``None`` (default) runs where ``X`` lies; ``"local"`` shards the rows over
-            all of this process's devices (``jax.local_devices()``); a sequence of devices
-            shards them over those. Results equal the single-device ones.
-
-        Returns:
-          An :class:`Explanation` with ``values`` ``[n, M]`` (or ``[n, M, K]``).
-        """
-        names = column_names(X)
-        X = self._validate(X)
-        key = as_key(key)
-        show = wants_progress(progress) and not is_traced(X)
-        bar = ProgressBar(X.shape[0]) if show else None
-        try:
-            phi, base, stderr = self._run(X, key, 0, devices, bar, blocked=show)
-        finally:
-            if bar is not None:
-                bar.close()
-        return self._wrap(phi, base, stderr, X, names)
-
-    def explain_batches(
-        self,
-        batches: Any,
-        key: Any = None,
-        *,
-        batch_size: int | None = None,
-        progress: bool | None = None,
-        devices: Any = None,
-    ) -> Iterator[Explanation]:
-        """Explain a stream of rows batch by batch, yielding one :class:`Explanation` per batch.
-
-        Only one batch is in memory at a time, so a data set larger than memory (a
-        ``numpy.memmap``, ``np.load(path, mmap_mode="r")``, or a generator reading files) can be
-        explained with results written out as they come. Rows are numbered across the whole
-        stream and row ``i`` uses ``fold_in(key, i)``, so the values do not depend on how the
-        rows are cut into batches, and equal ``__call__`` on all rows at once (up to float
-        rounding).
-
-        Example (write the values of a memory-mapped data set to a memory-mapped result)::
-
-            X = np.load("rows.npy", mmap_mode="r")                    # [n, M], not loaded
-            out = np.lib.format.open_memmap("shap.npy", "w+", np.float32, X.shape)
-            row = 0
-            for expl in explainer.explain_batches(X, key=jax.random.key(0)):
-                out[row : row + len(expl)] = np.asarray(expl.values)
-                row += len(expl)
-            out.flush()
-
-        Args:
-          batches: a 2-D array (NumPy, memory-mapped, JAX or a DataFrame), cut into batches of
-            ``batch_size`` rows (the last batch is padded to the same shape, so one program is
-            compiled); or any iterable of 2-D batches (each distinct batch shape compiles once).
-          key: PRNG key for sampling estimators; ``None`` means ``jax.random.key(0)``.
-          batch_size: rows per batch when ``batches`` is an array; by default a few chunks'
-            worth of rows planned from ``memory_budget``.
-          progress: progress bar over the rows, as in :meth:`__call__` (the total is known for an
-            array or an iterable with ``len``, else only the count and rate are shown).
-          devices: as in :meth:`__call__`: ``"local"`` or a sequence of devices shards each batch.
-
-        Yields:
-          One :class:`Explanation` per batch, in order (JAX arrays; ``np.asarray`` copies them out).
-        """
-        batch_size = check_batch_size(batch_size)
-        key = as_key(key)
-        show = wants_progress(progress)
-        bar = ProgressBar(total_rows(batches)) if show else None
-        if batch_size is None and is_array(batches):
-            n = int(batches.shape[0])
-            rows, _ = self._plan(n)
-            batch_size = plan_blocks(n, rows, self._evals_per_row())
-        offset = 0
-        try:
-            for batch, n_real in cut_batches(batches, batch_size):
-                names = column_names(batch)
-                X = self._validate(batch)
-                phi, base, stderr = self._run(X, key, offset, devices, bar, blocked=True)
-                if n_real != X.shape[0]:
-                    phi, base, X = phi[:n_real], base[:n_real], X[:n_real]
-                    stderr = None if stderr is None else stderr[:n_real]
-                offset += n_real
-                yield self._wrap(phi, base, stderr, X, names)
-        finally:
-            if bar is not None:
-                bar.close()
-
-
-register_fields(Explainer)
