@@ -43,7 +43,8 @@ class RowExplainer:
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        register_fields(cls)
+        if "tree_flatten" not in vars(cls):  # a subclass with its own pytree methods registers itself
+            register_fields(cls)
 
     # --- what subclasses define ------------------------------------------------------------
     # --- what subclasses define ------------------------------------------------------------
