@@ -315,7 +315,7 @@ def test_sampled_transform_chunking_is_invisible():
     import jax
     import jax.numpy as jnp
 
-    from jaxshap import _linear
+    from jaxshap._algebra import _linear
 
     coef, _, _, cov, _ = random_problem(7, 8)
     d = np.sqrt(np.diag(cov))

@@ -36,5 +36,7 @@ def exact_shapley(value_fn: ValueFn, n_features: int) -> tuple[jax.Array, jax.Ar
     v = value_fn(masks)
     v0 = v[0]
     coef = exact_coefficients(masks, dtype=v.dtype)
-    phi = jnp.tensordot(coef, v - v0, axes=1)
+    # full float32 precision: GPUs default to TF32 for float32 products, which would round the
+    # Shapley coefficients to 10 bits and break efficiency at about 1e-4 relative
+    phi = jnp.tensordot(coef, v - v0, axes=1, precision=jax.lax.Precision.HIGHEST)
     return phi, v0, v[-1]
