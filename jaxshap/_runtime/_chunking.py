@@ -72,9 +72,13 @@ def map_chunks(fn: Callable[[Any], Any], xs: Any, chunk: int, n_valid: Any = Non
         zeros = lambda _: jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
         live = (jnp.asarray(n_valid) + chunk - 1) // chunk
 
+        # the branch is chosen inside the rematerialised body (not around it), which also keeps
+        # older JAX versions' partial evaluation of `cond` out of the way of remat's residuals
+        guarded = jax.checkpoint(lambda live_chunk, c: jax.lax.cond(live_chunk, fn, zeros, c))
+
         def step(carry, args):
             i, c = args
-            return carry, jax.lax.cond(i < live, body, zeros, c)
+            return carry, guarded(i < live, c)
 
         _, out = jax.lax.scan(step, None, (jnp.arange(n_chunks), chunks))
     return jax.tree_util.tree_map(lambda a: a.reshape((n_chunks * chunk,) + a.shape[2:])[:n], out)
