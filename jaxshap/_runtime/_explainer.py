@@ -48,6 +48,7 @@ from ..maskers import Independent
 from ._chunking import DEFAULT_MEMORY_BUDGET, chunk_capacity, map_chunks, plan_chunks
 from ._inputs import as_matrix, check_finite, check_n_features, is_traced, output_names, resolve_feature_names
 from ._model import wrap_model
+from ._program import host_or_device
 from ._rows import RowExplainer
 from ._streaming import as_rows  # noqa: F401  (re-exported for code that imported it from here)
 
@@ -55,9 +56,14 @@ ValueFn = Callable[[jax.Array], jax.Array]
 
 
 @jax.jit
-def drop_output_axis(tree: Any) -> Any:
-    """Drop the trailing output axis ``K = 1`` of every leaf (one small program per shape)."""
+def _drop_output_axis(tree: Any) -> Any:
     return jax.tree_util.tree_map(lambda a: a[..., 0], tree)
+
+
+def drop_output_axis(tree: Any) -> Any:
+    """Drop the trailing output axis ``K = 1`` of every leaf (through NumPy on a CPU, so a new
+    number of rows compiles nothing)."""
+    return host_or_device(lambda a: a[..., 0], _drop_output_axis, tree)
 
 
 def as_masker(masker: Any) -> Any:

@@ -159,7 +159,7 @@ def _run_bucketed(core, X, key, planner, evals_per_row, offset, devices, bar, bl
         start = min(begin, max(n - size, 0))  # a last block shifted back to end at row n: no padding
         if on_host:  # pad with NumPy: no program compiled for this n
             rows_np = np.asarray(X)
-            block = jnp.asarray(np.concatenate([rows_np, np.broadcast_to(rows_np[:1], (size - n,) + rows_np.shape[1:])]))
+            block = jax.device_put(np.concatenate([rows_np, np.broadcast_to(rows_np[:1], (size - n,) + rows_np.shape[1:])]))
         else:
             block = _take_rows(X, _index(start), size)
         valid = min(size, n - start)
@@ -175,10 +175,32 @@ def _run_bucketed(core, X, key, planner, evals_per_row, offset, devices, bar, bl
     return jax.tree_util.tree_map(lambda *a: jnp.concatenate(a, axis=0), *parts)
 
 
+def _on_host(tree: Any) -> bool:
+    """True when every leaf is a concrete array on a CPU device (NumPy can view it for free)."""
+    leaves = jax.tree_util.tree_leaves(tree)
+    return all(
+        isinstance(a, jax.Array) and not is_traced(a) and a.is_fully_addressable
+        and all(d.platform == "cpu" for d in a.devices())
+        for a in leaves
+    )
+
+
+def host_or_device(fn: Callable[[Any], Any], jitted: Callable[[Any], Any], tree: Any) -> Any:
+    """``fn`` applied leaf by leaf through NumPy on a CPU (a copy, no program to compile for a
+    new shape), else the ``jitted`` equivalent on the whole tree."""
+    if _on_host(tree):
+        return jax.tree_util.tree_map(lambda a: jax.device_put(np.ascontiguousarray(fn(np.asarray(a)))), tree)
+    return jitted(tree)
+
+
 @functools.partial(jax.jit, static_argnums=(1, 2))
-def _rows(out: Any, start: int, stop: int) -> Any:
-    """Rows ``start:stop`` of every leaf (one small program for the whole result)."""
+def _rows_jit(out: Any, start: int, stop: int) -> Any:
     return jax.tree_util.tree_map(lambda a: a[start:stop], out)
+
+
+def _rows(out: Any, start: int, stop: int) -> Any:
+    """Rows ``start:stop`` of every leaf."""
+    return host_or_device(lambda a: a[start:stop], lambda t: _rows_jit(t, start, stop), out)
 
 
 def _run_exact(core, X, key, planner, evals_per_row, offset, devices, bar, blocked, mesh):
