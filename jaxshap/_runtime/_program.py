@@ -159,7 +159,8 @@ def _run_bucketed(core, X, key, planner, evals_per_row, offset, devices, bar, bl
         start = min(begin, max(n - size, 0))  # a last block shifted back to end at row n: no padding
         if on_host:  # pad with NumPy: no program compiled for this n
             rows_np = np.asarray(X)
-            block = jax.device_put(np.concatenate([rows_np, np.broadcast_to(rows_np[:1], (size - n,) + rows_np.shape[1:])]))
+            padded = np.concatenate([rows_np, np.broadcast_to(rows_np[:1], (size - n,) + rows_np.shape[1:])])
+            block = jax.device_put(padded, next(iter(X.devices())))
         else:
             block = _take_rows(X, _index(start), size)
         valid = min(size, n - start)
@@ -176,11 +177,12 @@ def _run_bucketed(core, X, key, planner, evals_per_row, offset, devices, bar, bl
 
 
 def _on_host(tree: Any) -> bool:
-    """True when every leaf is a concrete array on a CPU device (NumPy can view it for free)."""
+    """True when every leaf is a concrete array on one CPU device (NumPy can view it for free;
+    sharded results stay on the device path, so they keep their sharding)."""
     leaves = jax.tree_util.tree_leaves(tree)
     return all(
-        isinstance(a, jax.Array) and not is_traced(a) and a.is_fully_addressable
-        and all(d.platform == "cpu" for d in a.devices())
+        isinstance(a, jax.Array) and not is_traced(a) and len(a.devices()) == 1
+        and next(iter(a.devices())).platform == "cpu"
         for a in leaves
     )
 
@@ -189,7 +191,9 @@ def host_or_device(fn: Callable[[Any], Any], jitted: Callable[[Any], Any], tree:
     """``fn`` applied leaf by leaf through NumPy on a CPU (a copy, no program to compile for a
     new shape), else the ``jitted`` equivalent on the whole tree."""
     if _on_host(tree):
-        return jax.tree_util.tree_map(lambda a: jax.device_put(np.ascontiguousarray(fn(np.asarray(a)))), tree)
+        return jax.tree_util.tree_map(
+            lambda a: jax.device_put(np.ascontiguousarray(fn(np.asarray(a))), next(iter(a.devices()))), tree
+        )
     return jitted(tree)
 
 
