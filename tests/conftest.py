@@ -1,17 +1,11 @@
 import os
 import sys
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-
-if not hasattr(jax, "enable_x64"):  # the oldest supported JAX (pyproject) has it only here
-    from jax.experimental import enable_x64 as _enable_x64
-
-    jax.enable_x64 = _enable_x64
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 
