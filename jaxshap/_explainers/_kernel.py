@@ -156,6 +156,14 @@ class KernelExplainer(Explainer):
     def _coalitions_per_row(self) -> int:
         return self.n_coalitions + 2
 
+    def _working_set_per_row(self) -> int:
+        """Bytes one row's solve holds: masks, the design (with the ``C(M, 3)`` third-order
+        columns when on), its weighted copy and the Gram matrix with its factor."""
+        c, m, k = self._coalitions_per_row(), self.n_features, self.model.n_outputs
+        t = m * (m - 1) * (m - 2) // 6 if self.third_order else 0
+        itemsize = np.dtype(self.masker.dtype).itemsize
+        return c * m + itemsize * (c * (4 * m + 3 * t + 3 * k) + 3 * (m + t) ** 2)
+
     def _estimate(self, key, value_fn):
         phi, stderr, v0, _ = kernel_shapley(
             key, value_fn, self.n_features, self.n_coalitions, sampler=self.sampler, third_order=self.third_order
