@@ -20,7 +20,6 @@ Contract (see each method):
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Iterator
 
 import jax
@@ -126,7 +125,8 @@ class RowExplainer:
     def _core(self) -> "RowExplainer":
         """This explainer without its metadata (feature names), as the compiled program's argument:
         explainers that differ only in names share a program."""
-        core = copy.copy(self)
+        core = object.__new__(type(self))  # not copy.copy: that goes through pickling's __setstate__
+        core.__dict__.update(vars(self))
         if "_names" in vars(core):
             core._names = None
         return core
