@@ -277,7 +277,7 @@ def test_shapes_names_and_single_row(models, explained):
     ex = jaxshap.TreeExplainer(model, feature_names=list("abcde"))
     expl = ex(X[:N_ROWS])
     assert expl.values.shape == (N_ROWS, M, 3) and expl.base_values.shape == (N_ROWS, 3)
-    assert expl.feature_names == list("abcde") and expl.output_names == ["Output 0", "Output 1", "Output 2"]
+    assert expl.feature_names == list("abcde") and expl.output_names == ["0", "1", "2"]  # the classes_
     assert expl.stderr is None
     single = ex(X[0])
     assert single.values.shape == (1, M, 3)

@@ -12,6 +12,11 @@ weight ``k(M, s) / pi(S)`` with ``pi(S)`` its inclusion probability. The kernel-
 ``sum_S k(S) z_S z_S^T`` and ``sum_S k(S) z_S v(S)`` over all coalitions are then estimated
 without bias, and the regression built from them is consistent.
 
+Budgets too small for one pair per layer (below :func:`stratified_coalitions`) enumerate the
+size-1 layer when it fits and sample the other layers *pooled*: each pair picks its layer at
+random in proportion to the sampler's mass, with Hansen-Hurwitz (importance) weights
+(:class:`Pooled`), so the weighted sums stay unbiased at any budget of at least one pair.
+
 The two samplers differ only in how the sampled pairs are shared among strata:
 
 * ``"paired"``: in proportion to the layer's kernel mass ``sum_{|S| = s} k(M, s) = (M - 1) / (s (M - s))``
@@ -54,8 +59,22 @@ def max_coalitions(n_features: int) -> int:
     return 2**n_features - 2
 
 
+MIN_BUDGET = 2
+"""The smallest budget a plan accepts: one complementary pair."""
+
+
 def min_coalitions(n_features: int) -> int:
-    """Smallest budget of a plan: the size-1 layer enumerated and one pair in every other layer.
+    """Smallest budget of a plan: one complementary pair (:data:`MIN_BUDGET`), or every coalition for ``M < 2``.
+
+    Budgets below :func:`stratified_coalitions` are sampled with replacement from pooled layers
+    (see :class:`Pooled`); below about ``2 (M - 1)`` the regression is not identified and the
+    estimate is only a ridge-regularised guess with an infinite standard error.
+    """
+    return min(max_coalitions(n_features), MIN_BUDGET)
+
+
+def stratified_coalitions(n_features: int) -> int:
+    """Smallest budget of a fully stratified plan: the size-1 layer enumerated and one pair in every other layer.
 
     That is ``2 M + 2 (floor(M / 2) - 1)`` coalitions, or every coalition for small ``M``.
     """
@@ -88,6 +107,40 @@ class Stratum:
         return self.n_pairs + self.extra
 
 
+@dataclasses.dataclass(frozen=True)
+class Pooled:
+    """Layers too many for the budget, sampled together *with* replacement (small budgets).
+
+    Each of ``n_pairs`` units picks a layer ``{s, M - s}`` with probability ``probs`` (in
+    proportion to the sampler's mass), then a uniform ``s``-subset and its complement; an odd
+    budget adds one single coalition, uniform in a layer picked the same way. Weights are
+    Hansen-Hurwitz (importance) weights, so the kernel-weighted sums stay unbiased.
+    """
+
+    sizes: tuple[int, ...]
+    probs: tuple[float, ...]
+    n_pairs: int
+    extra: int
+
+    def pair_weights(self, m: int) -> np.ndarray:
+        """Weight of each member of a pair drawn from each layer: ``a k(M, s) (N_L / 2) / (n p_L)``."""
+        share = 2 * self.n_pairs / (2 * self.n_pairs + self.extra)
+        return np.array(
+            [share * kernel_weight(m, s) * _layer_count(m, s) / 2 / (self.n_pairs * p) if self.n_pairs else 0.0
+             for s, p in zip(self.sizes, self.probs)]
+        )
+
+    def single_weights(self, m: int) -> np.ndarray:
+        """Weight of the odd single coalition drawn from each layer: ``(1 - a) k(M, s) N_L / p_L``."""
+        share = self.extra / (2 * self.n_pairs + self.extra)
+        return np.array([share * kernel_weight(m, s) * _layer_count(m, s) / p for s, p in zip(self.sizes, self.probs)])
+
+
+def _layer_count(m: int, s: int) -> int:
+    """Coalitions in the layer ``{s, M - s}`` (both sides; the middle layer has one)."""
+    return math.comb(m, s) * (1 if 2 * s == m else 2)
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class KernelPlan:
     """Static layout of one call's coalitions (NumPy arrays; built by :func:`kernel_plan`).
@@ -104,6 +157,14 @@ class KernelPlan:
       group_factor: ``[G]`` ``n_g (1 - n_g / N_g) / (n_g - 1)`` per group (0 for group 0), the
         multiplier of the within-group sum of squares in the stratified variance estimator.
       group_count: ``[G]`` units per group.
+      group_centred: ``[G]`` 1 where the group's variance is taken around its mean, 0 where
+        around zero (a group of one unit, whose spread cannot be estimated: the estimating
+        equations have mean zero overall, so the uncentred square is a conservative stand-in).
+      pooled: the layers sampled together with replacement (budgets below
+        :func:`min_coalitions`), or ``None``.
+      identified: False when the budget is too small to identify the regression (fewer sampled
+        pairs than ``M - 1`` and no enumerated layer): the estimate is then ridge-regularised
+        toward the equal split and its standard error is infinite.
     """
 
     n_features: int
@@ -116,11 +177,14 @@ class KernelPlan:
     unit_group: np.ndarray
     group_factor: np.ndarray
     group_count: np.ndarray
+    group_centred: np.ndarray
+    pooled: Pooled | None = None
+    identified: bool = True
 
     @property
     def exact(self) -> bool:
         """True when every coalition is enumerated (the estimate is then the Shapley value)."""
-        return not self.strata
+        return not self.strata and self.pooled is None
 
 
 def _layers(m: int) -> list[tuple[int, bool, int]]:
@@ -172,6 +236,10 @@ def kernel_plan(n_features: int, n_coalitions: int, sampler: str = "paired") -> 
 
     Budgets of ``2**M - 2`` or more enumerate every coalition (the budget is capped there).
 
+    Budgets below :func:`stratified_coalitions` enumerate the size-1 layer when it fits with at
+    least one pair to spare (``2 M + 2``, shap's smallest useful budget) and sample the other
+    layers together, with replacement (:class:`Pooled`).
+
     Raises:
       ValueError: for an unknown sampler or a budget below :func:`min_coalitions`.
     """
@@ -180,10 +248,12 @@ def kernel_plan(n_features: int, n_coalitions: int, sampler: str = "paired") -> 
         raise ValueError(f"`sampler` must be one of {SAMPLERS}; got {sampler!r}.")
     if n_coalitions < min_coalitions(m):
         raise ValueError(
-            f"`n_coalitions` must be at least {min_coalitions(m)} for {m} features (the size-1 "
-            f"coalitions, their complements and one pair per other size); got {n_coalitions}."
+            f"`n_coalitions` must be at least {min_coalitions(m)} for {m} features (one complementary "
+            f"pair); got {n_coalitions}."
         )
     budget = min(n_coalitions, max_coalitions(m))
+    if budget < stratified_coalitions(m):
+        return _pooled_plan(m, budget, sampler)
     layers = _layers(m)
     left = budget
     n_enum = 0
@@ -256,6 +326,57 @@ def kernel_plan(n_features: int, n_coalitions: int, sampler: str = "paired") -> 
         unit_group=np.array(unit_group, dtype=int),
         group_factor=factor,
         group_count=np.maximum(counts, 1.0),
+        group_centred=np.ones(len(groups)),
+    )
+
+
+# Student's t quantiles t_{df, 0.975} for df = 1..30.
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def _small_sample_factor(df: int) -> float:
+    """``(t_{df, 0.975} / z_{0.975})^2``: the variance scale that widens a normal interval to Student's."""
+    t = _T975[df - 1] if df <= len(_T975) else 1.960 + 2.4 / df
+    return (t / 1.960) ** 2
+
+
+def _pooled_plan(m: int, budget: int, sampler: str) -> KernelPlan:
+    """The plan of a budget below :func:`stratified_coalitions` (see :func:`kernel_plan`)."""
+    layers = _layers(m)
+    enum = budget >= 2 * m + 2 and len(layers) >= 2
+    pooled_layers = layers[1:] if enum else layers
+    left = budget - 2 * m if enum else budget
+    mass = np.array([_layer_mass(m, s, middle, sampler) for (s, middle, _) in pooled_layers])
+    pooled = Pooled(tuple(s for s, _, _ in pooled_layers), tuple(mass / mass.sum()), left // 2, left % 2)
+    if enum:
+        enum_masks = np.concatenate([np.eye(m, dtype=bool), ~np.eye(m, dtype=bool)])
+        enum_weights = np.full(2 * m, kernel_weight(m, 1))
+    else:
+        enum_masks, enum_weights = np.zeros((0, m), bool), np.zeros(0)
+    n_p, extra = pooled.n_pairs, pooled.extra
+    pairs = np.arange(1, n_p + 1)
+    unit = np.concatenate([np.zeros(len(enum_weights), int), pairs, pairs, np.full(extra, n_p + 1)])
+    # Groups: 0 enumerated; 1 the pairs (drawn with replacement: factor n / (n - 1), or one
+    # uncentred unit); 2 the odd single (one uncentred unit).
+    unit_group = np.concatenate([[0], np.ones(n_p, int), np.full(extra, 2)])
+    # Few units estimate their spread poorly: each variance is scaled by (t_{df, 0.975} / z_{0.975})^2
+    # so that the normal interval on the reported standard error keeps its coverage.
+    pair_factor = (n_p / (n_p - 1) if n_p >= 2 else 1.0) * _small_sample_factor(max(n_p - 1, 1))
+    return KernelPlan(
+        n_features=m,
+        n_coalitions=budget,
+        sampler=sampler,
+        enum_masks=enum_masks,
+        enum_weights=enum_weights,
+        strata=(),
+        unit=unit,
+        unit_group=unit_group,
+        group_factor=np.array([0.0, pair_factor, _small_sample_factor(1)]),
+        group_count=np.array([1.0, max(n_p, 1), 1.0]),
+        group_centred=np.array([0.0, 1.0 if n_p >= 2 else 0.0, 0.0]),
+        pooled=pooled,
+        identified=enum or n_p + extra >= m - 1,
     )
 
 
@@ -391,6 +512,9 @@ def sample_coalitions(key: jax.Array, plan: KernelPlan, dtype=None) -> tuple[jax
     """
     dtype = jax.dtypes.canonicalize_dtype(jnp.float64) if dtype is None else dtype
     enum = jnp.asarray(plan.enum_masks)
+    if plan.pooled is not None:
+        masks, weights = _draw_pooled(key, plan.n_features, plan.pooled, dtype)
+        return jnp.concatenate([enum, masks], axis=0), jnp.concatenate([jnp.asarray(plan.enum_weights, dtype), weights])
     if not plan.strata:
         return enum, jnp.asarray(plan.enum_weights, dtype=dtype)
     sets = _draw_sets(key, plan.n_features, plan.strata)
@@ -398,3 +522,55 @@ def sample_coalitions(key: jax.Array, plan: KernelPlan, dtype=None) -> tuple[jax
     sampled = sets.reshape(-1, plan.n_features)[index] ^ jnp.asarray(flip)[:, None]
     masks = jnp.concatenate([enum, sampled], axis=0)
     return masks, jnp.asarray(np.concatenate([plan.enum_weights, weight]), dtype=dtype)
+
+
+def _draw_pooled(key: jax.Array, m: int, pooled: Pooled, dtype) -> tuple[jax.Array, jax.Array]:
+    """The pooled layers' coalitions: ``n_pairs`` draws, their complements, then the odd single."""
+    n = pooled.n_pairs + pooled.extra
+    k_layer, k_set, k_side = jax.random.split(key, 3)
+    logits = jnp.log(jnp.asarray(pooled.probs, jnp.float32))
+    layer = jax.random.categorical(k_layer, logits, shape=(n,))
+    size = jnp.asarray(pooled.sizes, jnp.int32)[layer]
+    # The single takes the larger side half of the time (uniform over the layer's coalitions).
+    flip_single = jax.random.bernoulli(k_side, 0.5, (n,)) & (jnp.arange(n) >= pooled.n_pairs)
+    size = jnp.where(flip_single, m - size, size)
+    scores = jax.random.uniform(k_set, (n, m))
+    sets = jnp.argsort(jnp.argsort(scores, axis=-1), axis=-1) < size[:, None]
+    pair_w = jnp.asarray(pooled.pair_weights(m), dtype)[layer]
+    single_w = jnp.asarray(pooled.single_weights(m), dtype)[layer]
+    p = pooled.n_pairs
+    masks = jnp.concatenate([sets[:p], ~sets[:p], sets[p:]], axis=0)
+    weights = jnp.concatenate([pair_w[:p], pair_w[:p], single_w[p:]])
+    return masks, weights
+
+
+@functools.lru_cache(maxsize=64)
+def plan_rows(plan: KernelPlan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The regression rows of a plan's coalitions: ``(first, second, unit)``, each ``[U]``.
+
+    A row is a complementary pair (``first`` and ``second`` index the two coalitions in the
+    layout of :func:`sample_coalitions`) or a single coalition (``first == second``); ``unit`` is
+    the row's sampling unit in :attr:`KernelPlan.unit` (0 for the enumerated coalitions, which
+    come in complementary pairs).
+    """
+    m = plan.n_features
+    n_e = len(plan.enum_weights)
+    codes = plan.enum_masks.astype(np.int64) @ (1 << np.arange(m, dtype=np.int64))
+    where = {int(cde): i for i, cde in enumerate(codes)}
+    full = (1 << m) - 1
+    first, second = [], []
+    for i, cde in enumerate(codes):
+        j = where.get(full - int(cde), i)
+        if i <= j:
+            first.append(i)
+            second.append(j)
+    unit = [0] * len(first)
+    sampled = plan.unit[n_e:]
+    order = np.argsort(sampled, kind="stable")
+    bounds = np.flatnonzero(np.diff(sampled[order])) + 1
+    for rows in np.split(order, bounds) if len(order) else []:
+        rows = rows + n_e
+        first.append(int(rows[0]))
+        second.append(int(rows[-1]))
+        unit.append(int(plan.unit[rows[0]]))
+    return np.array(first), np.array(second), np.array(unit)

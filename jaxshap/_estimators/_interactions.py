@@ -63,6 +63,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._coalitions._masks import all_masks, exact_coefficients
+from ._precision import full_precision
 
 ValueFn = Callable[[jax.Array], jax.Array]
 
@@ -271,6 +272,7 @@ def dense_from_sets(flat: jax.Array, sets, n_features: int, order: int) -> list[
     return out
 
 
+@full_precision
 def interactions_from_values(v: jax.Array, masks: jax.Array, index: str = "k-SII", order: int = 2) -> list[jax.Array]:
     """The index's terms of orders ``1..k`` from the values ``v [2**M, ...]`` of ``masks = all_masks(M)``.
 
@@ -335,6 +337,7 @@ def exact_interactions(
 _from_values = jax.jit(interactions_from_values, static_argnums=(2, 3))
 
 
+@full_precision
 def interaction_matrix(terms: list[jax.Array]) -> jax.Array:
     """The ``[M, M, ...]`` matrix of order-1 and order-2 terms, shap's layout.
 
@@ -362,6 +365,7 @@ def banzhaf_values(value_fn: ValueFn, n_features: int) -> tuple[jax.Array, jax.A
     return terms[0], v0, v1
 
 
+@full_precision
 def shapley_and_interactions(v: jax.Array, masks: jax.Array, index: str) -> tuple[jax.Array, jax.Array]:
     """Shapley values ``[M, ...]`` and the interaction matrix ``[M, M, ...]`` from one set of values."""
     coef = exact_coefficients(masks, dtype=v.dtype)

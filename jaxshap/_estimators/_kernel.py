@@ -2,27 +2,34 @@
 
 from __future__ import annotations
 
-import itertools
+import math
 from typing import Callable
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.scipy.linalg import cho_factor, cho_solve
 
 from .._coalitions._kernel_sampling import KernelPlan, kernel_plan, sample_coalitions
+from ._control_variates import walsh_controls
+from ._kernel_solve import _safe_sqrt, apply_plan, plan_operators  # noqa: F401  (_safe_sqrt: used by _kernel_interactions)
+from ._precision import full_precision
 
 ValueFn = Callable[[jax.Array], jax.Array]
 
 
-def _safe_sqrt(x: jax.Array) -> jax.Array:
-    """``sqrt(max(x, 0))`` with a finite gradient at 0 (enumerated estimates have zero variance)."""
-    pos = x > 0
-    return jnp.where(pos, jnp.sqrt(jnp.where(pos, x, 1.0)), 0.0)
-
-
 THIRD_ORDER_RIDGE = 0.05
-"""Ridge on the third-order coefficients, relative to the mean diagonal of the Shapley block."""
+"""Ridge on the third-order coefficients, relative to the mean curvature of the Shapley block
+(up to 16 features; see :func:`third_order_ridge`)."""
+
+
+def third_order_ridge(n_features: int) -> float:
+    """The relative ridge of the third-order controls: :data:`THIRD_ORDER_RIDGE` times
+    ``max(1, C(M, 3) / C(16, 3))``, so the prior variance of the whole third-order part stays
+    that of 16 features. With thousands of terms and a few hundred sampled pairs a smaller
+    ridge lets the fit interpolate the sample, and then no residual-based standard error (nor
+    float32) can tell the remaining error; on XGBoost games at ``M = 30`` the squared error
+    moved by under 3% for ridges from 0.05 to 8."""
+    return THIRD_ORDER_RIDGE * max(1.0, math.comb(n_features, 3) / math.comb(16, 3))
 
 
 def third_order_controls(masks: jax.Array, dtype) -> jax.Array:
@@ -30,21 +37,15 @@ def third_order_controls(masks: jax.Array, dtype) -> jax.Array:
 
     With :math:`u = 2 z - 1`, each triple :math:`T = \{a, b, c\}` gives
     :math:`q_T = u_a u_b u_c`, whose Shapley values are :math:`2/3` for each member of ``T`` and
-    zero otherwise (the game is symmetric in ``T`` and ``q_T(N) - q_T(\emptyset) = 2``). The
-    control is :math:`r_T(S) = q_T(S) - q_T(\emptyset) - \tfrac23 |S \cap T|`: the part of
-    :math:`q_T` that its own Shapley values leave unexplained, zero at the empty and full
-    coalitions.
+    zero otherwise. The control is :math:`r_T(S) = q_T(S) - \tfrac13 (u_a + u_b + u_c)`: the part
+    of :math:`q_T` that its own Shapley values leave unexplained (see :mod:`._control_variates`).
     """
-    m = masks.shape[-1]
-    triples = np.array(list(itertools.combinations(range(m), 3)), dtype=np.int32).reshape(-1, 3)
-    z = masks.astype(dtype)
-    u = 2.0 * z - 1.0
-    a, b, c = (jnp.asarray(triples[:, i]) for i in range(3))
-    return u[:, a] * u[:, b] * u[:, c] + 1.0 - (2.0 / 3.0) * (z[:, a] + z[:, b] + z[:, c])
+    return walsh_controls(masks, 3, dtype)
 
 
+@full_precision
 def _weighted_fit(design: jax.Array, w: jax.Array, r: jax.Array, m: int) -> tuple[jax.Array, jax.Array]:
-    """Ridge-stabilised weighted least squares ``theta = H^{-1} X^T W r`` and ``H^{-1}`` (``None`` with controls).
+    """(Used by :mod:`._kernel_interactions`.) Ridge-stabilised weighted least squares ``theta = H^{-1} X^T W r`` and ``H^{-1}`` (``None`` with controls).
 
     The first ``m`` columns of ``X`` are the projected coalition indicators; ``c 1 1^T`` with
     ``c = trace / (m (m - 1))`` fixes their null direction. Further columns (controls) get a ridge
@@ -66,6 +67,7 @@ def _weighted_fit(design: jax.Array, w: jax.Array, r: jax.Array, m: int) -> tupl
     return inverse @ (weighted.T @ r), inverse
 
 
+@full_precision
 def kernel_solve(
     plan: KernelPlan,
     masks: jax.Array,
@@ -75,6 +77,7 @@ def kernel_solve(
     v_full: jax.Array,
     *,
     third_order: bool = False,
+    controls: tuple[tuple[int, float], ...] | None = None,
 ) -> tuple[jax.Array, jax.Array]:
     r"""Solve the constrained Shapley regression from sampled coalitions of one game.
 
@@ -89,33 +92,24 @@ def kernel_solve(
     ``1``. With ``P = I - 1 1^T / M``, ``A = sum w z z^T`` and ``b = sum w z (v(S) - v(empty) -
     |S| Delta / M)``, ``delta`` solves ``(P A P + c 1 1^T) delta = P b`` for any ``c > 0`` (the
     ``1 1^T`` term only fixes the null direction, whose component is then zero), by a Cholesky
-    factorisation; ``c`` is chosen so that for full enumeration the matrix is a multiple of ``I``.
-    All outputs share one factorisation.
+    factorisation. The solve is a fixed linear operator of the values
+    (:func:`jaxshap._estimators._kernel_solve.kernel_operator`), which the explainer builds once
+    for all rows that share coalitions.
 
-    **Third-order control variates** (``third_order=True``). With complementary pairs the
+    **Control variates** (``third_order=True``, or ``controls``). With complementary pairs the
     even-order Fourier (Walsh) terms of the game cancel and the first-order ones are fitted
-    exactly, so the error comes from odd terms of order three and up, in practice mostly order
-    three. The regression then also includes every residualised third-order term
-    :math:`r_T` (:func:`third_order_controls`) with its own coefficient, ridge-penalised by
-    ``THIRD_ORDER_RIDGE`` times the mean diagonal of the Shapley block. Each :math:`r_T` is, by
-    the Shapley kernel theorem, kernel-orthogonal to the additive fit, so over all coalitions its
-    coefficient leaves :math:`\hat\phi` unchanged (the estimate is consistent, and exact under
-    full enumeration); over a sample it acts as a control variate and soaks up the third-order
-    part of the residual. This is the regression estimator of survey sampling applied to the
-    k-additive view of KernelSHAP (Pelegrina et al., 2023, "A k-additive Choquet integral-based
-    approach to approximate the SHAP values"). It adds ``C(M, 3)`` unknowns, so it suits
-    ``M`` up to about 16. On a tanh MLP it lowered the squared error of paired KernelSHAP by
-    1.5x at 150 coalitions to 40x at 2400 (M = 12 to 16; see ``bench/``).
+    exactly, so the error comes from odd terms of order three and up. The regression then also
+    includes every residualised odd Walsh term of the given orders, each with its own
+    ridge-penalised coefficient (:mod:`jaxshap._estimators._control_variates`): kernel-orthogonal
+    to the additive fit, they leave the estimand unchanged (exact under full enumeration) and
+    soak up that part of the residual (a regression adjustment of the Monte Carlo estimate;
+    Pelegrina et al., 2023; Witter et al., 2025). Up to ``C(M, k)`` extra columns are added
+    explicitly; beyond that the same fit is done in kernel form, a ``C x C`` factorisation.
+    ``third_order=True`` means ``controls=((3, third_order_ridge(M)),)``.
 
-    The standard error linearises the first-order estimator around its solution (the sandwich or
-    Horvitz-Thompson variance of a ratio estimator): each coalition contributes
-    ``psi_S = H^{-1} P z_S w_S e_S`` with ``H`` the matrix above and ``e_S`` its residual, and the
-    variance is the stratified, without-replacement variance of the sum of the ``psi`` over the
-    sampling units of the plan (complementary pairs). Enumerated coalitions contribute none.
-    With ``third_order`` the same (first-order) standard error is returned: a conservative one,
-    since the controls lowered the mean squared error in every case we measured, whereas their
-    own sandwich collapses toward zero once their ``C(M, 3)`` unknowns approach the number of
-    sampled pairs (its coverage was 6% at ``M = 8`` with 80 coalitions).
+    The standard error is the linearised (sandwich) variance of the whole fit under the
+    stratified sampling design, with leverage-corrected residuals (see
+    :mod:`jaxshap._estimators._kernel_solve`). Enumerated coalitions contribute none.
 
     Args:
       plan: the static plan the coalitions were drawn with.
@@ -124,40 +118,16 @@ def kernel_solve(
       values: ``[C, K]`` coalition values.
       v_empty, v_full: ``[K]`` values of the empty and the full coalition.
       third_order: add the third-order control variates (static).
+      controls: ``((order, relative_ridge), ...)`` instead of ``third_order`` (static).
 
     Returns:
       ``(phi, stderr)``, both ``[M, K]``.
     """
-    m = masks.shape[-1]
-    dtype = values.dtype
-    z = masks.astype(dtype)
-    w = weights.astype(dtype)
-    w = w / w.sum()  # scale-free; keeps float32 comfortable
-    delta = v_full - v_empty  # [K]
-    r = values - v_empty - (z.sum(-1, keepdims=True) / m) * delta  # [C, K]
-    proj = jnp.eye(m, dtype=dtype) - 1.0 / m
-    design = z @ proj  # [C, M]: only the part of phi orthogonal to 1 is free
-    theta, inverse = _weighted_fit(design, w, r, m)
-    phi = delta / m + theta[:m]
-    if third_order and m >= 3:
-        controls = third_order_controls(masks, dtype)
-        phi = delta / m + _weighted_fit(jnp.concatenate([design, controls], axis=1), w, r, m)[0][:m]
-
-    # Linearised variance of the first-order fit over the sampling units of the plan. With the
-    # third-order controls it is kept as a conservative stand-in: the controls' sandwich collapses
-    # when their C(M, 3) unknowns come close to the number of sampled pairs.
-    residual = r - design @ theta  # [C, K]
-    gz = inverse @ design.T  # [M, C]
-    psi = gz.T[:, :, None] * (w[:, None] * residual)[:, None, :]  # [C, M, K]
-    n_units, n_groups = plan.unit_group.shape[0], plan.group_factor.shape[0]
-    totals = jax.ops.segment_sum(psi, jnp.asarray(plan.unit), num_segments=n_units)
-    groups = jnp.asarray(plan.unit_group)
-    means = jax.ops.segment_sum(totals, groups, num_segments=n_groups) / jnp.asarray(plan.group_count, dtype)[
-        :, None, None
-    ]
-    squares = jax.ops.segment_sum((totals - means[groups]) ** 2, groups, num_segments=n_groups)
-    var = jnp.tensordot(jnp.asarray(plan.group_factor, dtype), squares, axes=1)
-    return phi, _safe_sqrt(var)
+    if controls is None:
+        controls = ((3, third_order_ridge(masks.shape[-1])),) if third_order else ()
+    ops = plan_operators(plan, masks, weights, tuple(controls), dtype=values.dtype)
+    phi, stderr = apply_plan(ops, plan, values, v_empty, v_full)
+    return phi, stderr
 
 
 def kernel_shapley(
@@ -168,6 +138,7 @@ def kernel_shapley(
     *,
     sampler: str = "paired",
     third_order: bool = False,
+    controls: tuple[tuple[int, float], ...] | None = None,
 ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
     r"""Shapley values of one game by KernelSHAP (Lundberg & Lee, 2017), with an exact
     efficiency constraint and standard errors.
@@ -190,11 +161,14 @@ def kernel_shapley(
       value_fn: maps boolean coalitions ``[C, M]`` to values ``[C, ...]``.
       n_features: ``M`` (static).
       n_coalitions: coalitions other than the empty and the full one (static; capped at
-        ``2**M - 2``; at least :func:`jaxshap.coalitions.min_kernel_coalitions`).
+        ``2**M - 2``; at least :func:`jaxshap.coalitions.min_kernel_coalitions`, one pair; small
+        budgets sample pooled layers, see :func:`jaxshap.coalitions.kernel_plan`).
       sampler: ``"paired"`` (strata in proportion to kernel mass) or ``"leverage"`` (uniform
         over sizes; Musco & Witter, 2025).
       third_order: add the third-order Fourier terms as control variates (static; see
         :func:`kernel_solve`). Same evaluations, far lower error for ``M`` up to about 16.
+      controls: ``((order, relative_ridge), ...)``, the control variates in full (static; see
+        :func:`kernel_solve`); overrides ``third_order``.
 
     Returns:
       ``(phi, stderr, v_empty, v_full)``: ``phi`` and ``stderr`` of shape ``[M, ...]`` (``stderr``
@@ -214,6 +188,7 @@ def kernel_shapley(
     tail = v.shape[1:]
     flat = v[2:].reshape(v.shape[0] - 2, -1)
     phi, stderr = kernel_solve(
-        plan, masks, weights.astype(v.dtype), flat, v0.reshape(-1), v1.reshape(-1), third_order=third_order
+        plan, masks, weights.astype(v.dtype), flat, v0.reshape(-1), v1.reshape(-1), third_order=third_order,
+        controls=controls,
     )
     return phi.reshape((m,) + tail), stderr.reshape((m,) + tail), v0, v1

@@ -27,5 +27,5 @@ def owen_exact(value_fn: ValueFn, masks: np.ndarray, coef: np.ndarray) -> tuple[
       ``(phi [M, ...], v_empty, v_full)``; ``phi.sum(0) == v_full - v_empty`` (efficiency).
     """
     v = value_fn(jnp.asarray(masks))
-    phi = jnp.tensordot(jnp.asarray(coef, v.dtype), v, axes=1)
+    phi = jnp.tensordot(jnp.asarray(coef, v.dtype), v, axes=1, precision=jax.lax.Precision.HIGHEST)
     return phi, v[0], v[-1]

@@ -8,11 +8,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._runtime._chunking import DEFAULT_MEMORY_BUDGET
+from .._runtime._chunking import DEFAULT_MEMORY_BUDGET, map_chunks
 from .._runtime._explainer import Explainer
 from .._runtime._inputs import is_traced
-from .._estimators._kernel import kernel_shapley
-from .._coalitions._kernel_sampling import SAMPLERS, min_coalitions
+from .._estimators._kernel import kernel_shapley, third_order_ridge
+from .._estimators._kernel_solve import apply_plan, plan_operators
+from .._coalitions._kernel_sampling import SAMPLERS, kernel_plan, min_coalitions, sample_coalitions
 from .._coalitions._kernel_sampling import max_coalitions as all_coalitions
 
 
@@ -21,11 +22,10 @@ def default_coalitions(n_features: int) -> int:
     return min(2 * n_features + 2048, all_coalitions(n_features))
 
 
-AUTO_THIRD_ORDER_FEATURES = 16
-"""``third_order="auto"`` adds the third-order controls up to this many features (560 terms)."""
-
-MAX_THIRD_ORDER_FEATURES = 30
-"""Beyond this, ``C(M, 3)`` extra unknowns per row (4060 at 30) are too many to be worth it."""
+AUTO_CONTROLS_UNITS = 2
+"""``third_order="auto"`` turns the controls on once the plan samples (not enumerates) at least
+this many coalitions per feature (below that they barely help and their standard error loses
+coverage)."""
 
 
 def _check_int(value: Any, name: str) -> int:
@@ -37,9 +37,9 @@ def _check_int(value: Any, name: str) -> int:
 class KernelExplainer(Explainer):
     r"""KernelSHAP: Shapley values as a weighted least-squares fit over sampled coalitions.
 
-    For each row, coalitions ``S`` are drawn under the Shapley kernel
-    ``k(M, s) = (M - 1) / (C(M, s) s (M - s))`` (small sizes enumerated, the others sampled in
-    complementary pairs without replacement) and the Shapley values are the solution of
+    Coalitions ``S`` are drawn under the Shapley kernel ``k(M, s) = (M - 1) / (C(M, s) s (M - s))``
+    (small sizes enumerated, the others sampled in complementary pairs without replacement), by
+    default once per call for all rows, and the Shapley values of each row are the solution of
 
     .. math::
 
@@ -49,8 +49,18 @@ class KernelExplainer(Explainer):
     with the constraint eliminated exactly and the normal equations solved by Cholesky
     (Lundberg & Lee, 2017; Covert & Lee, 2021). No L1 feature selection is applied. Efficiency
     holds for every estimate; ``stderr`` is the linearised (sandwich) standard error of each
-    value under the stratified sampling design (see :func:`jaxshap.estimators.kernel_shapley`).
-    A budget of ``2**M - 2`` or more enumerates every coalition and is exact (``stderr`` 0).
+    value under the stratified sampling design, with leave-one-pair-out residuals (see
+    :mod:`jaxshap._estimators._kernel_solve`). A budget of ``2**M - 2`` or more enumerates
+    every coalition and is exact (``stderr`` 0).
+
+    **Shared coalitions** (default). The coalitions depend only on the key, so one draw serves
+    every row of a call (and of every block, chunk and device: results do not depend on them);
+    the regression, with its control variates, is factorised once and each row's solve is a
+    matrix product, so the controls cost little beyond the model evaluations. The estimate of
+    each row is the same estimator as with independent draws (its ``stderr`` is valid row by
+    row), but errors are correlated across rows: pass ``shared_coalitions=False`` for
+    independent draws per row (row ``i`` uses ``fold_in(key, i)``; then each row factorises its
+    own design).
 
     Args:
       model: callable ``[n, M] -> [n]`` or ``[n, K]`` (JAX or NumPy).
@@ -58,8 +68,12 @@ class KernelExplainer(Explainer):
       n_coalitions: coalitions evaluated per row, *not counting* the empty and the full
         coalition (always evaluated, for the base value and ``f(x)``), as shap's ``nsamples``.
         An integer is honoured exactly (capped at ``2**M - 2``, where every coalition is
-        enumerated); it must be at least ``2 M + 2 (floor(M/2) - 1)`` (the size-1 coalitions,
-        their complements and one pair for every other size), or ``2**M - 2`` when smaller.
+        enumerated); any budget of at least 2 (one complementary pair) is accepted. From
+        ``2 M + 2 (floor(M/2) - 1)`` the plan is fully stratified; below that the size-1 layer
+        is enumerated when ``2 M + 2`` fits (shap's least useful budget) and the other sizes are
+        sampled together with replacement, with a small-sample (Student) widening of ``stderr``;
+        below about ``2 (M - 1)`` the regression is not identified: the values are a
+        ridge-regularised guess (still efficient) and ``stderr`` is infinite.
         ``None`` (default) means ``2 M + 2048`` like shap: it costs the same as shap's default
         and gives errors of a few percent of the spread of the values for typical models with
         tens of features. ``"auto"`` adds independent rounds of that size (averaged) until, for
@@ -69,12 +83,17 @@ class KernelExplainer(Explainer):
       sampler: ``"paired"`` (sizes in proportion to the kernel) or ``"leverage"`` (uniform over
         sizes, the leverage scores of the constrained regression; Musco & Witter, 2025).
       third_order: include every third-order Fourier (Walsh) interaction term in the regression
-        as a control variate (see :func:`jaxshap.estimators.kernel_solve`): the same
-        evaluations and the same estimand (exact under full enumeration), with a squared error
-        1.5x (150 coalitions) to 40x (2400) lower than paired KernelSHAP alone on a tanh MLP
-        with 12 to 16 features. It adds ``C(M, 3)`` unknowns to each row's solve (560 at
-        ``M = 16``; the Gram matrix costs about ``C * C(M, 3)**2`` flops per row). ``"auto"``
-        (default) turns it on for ``M <= 16``; ``True`` allows up to 30 features.
+        as a ridge-penalised control variate (see :func:`jaxshap.estimators.kernel_solve`): the
+        same evaluations and the same estimand (exact under full enumeration). Up to ``C(M, 3)``
+        explicit columns when they are fewer than the sampled pairs, else the same fit in
+        kernel form (a factorisation of pairs x pairs, any ``M``; Pelegrina et al., 2023;
+        Witter et al., 2025, regression-adjusted Monte Carlo). Its ridge grows with ``C(M, 3)``
+        (:func:`jaxshap._estimators._kernel.third_order_ridge`), so the surrogate's effective
+        size follows the budget rather than ``M``. ``"auto"`` (default) turns it on when the
+        plan samples at least ``2 M`` coalitions (below that the few sampled pairs cannot fit
+        it); ``True`` always. See ``bench/scenarios/kernel_accuracy.py`` for measured gains.
+      shared_coalitions: one draw of coalitions (and one factorisation) for all rows of a
+        call (default ``True``), or an independent draw per row (``False``).
       tolerance: the convergence threshold of ``"auto"`` (default 0.01).
       max_coalitions: the cap of ``"auto"``, per row (default ``32`` rounds).
       feature_names: optional feature names.
@@ -84,8 +103,8 @@ class KernelExplainer(Explainer):
 
     Raises:
       ValueError: for a budget that is not an integer, ``None`` or ``"auto"``, or below the
-        minimum; for an unknown sampler, a ``third_order`` that is not a bool or ``"auto"`` (or
-        ``True`` beyond 30 features), or a non-positive tolerance.
+        minimum; for an unknown sampler, a ``third_order`` that is not a bool or ``"auto"``, a
+        ``shared_coalitions`` that is not a bool, or a non-positive tolerance.
     """
 
     def __init__(
@@ -96,6 +115,7 @@ class KernelExplainer(Explainer):
         *,
         sampler: str = "paired",
         third_order: bool | str = "auto",
+        shared_coalitions: bool = True,
         tolerance: float = 0.01,
         max_coalitions: int | None = None,
         feature_names: Sequence[str] | None = None,
@@ -122,9 +142,9 @@ class KernelExplainer(Explainer):
         budget = default_coalitions(m) if n_coalitions is None or self.auto else n_coalitions
         if budget < min_coalitions(m):
             raise ValueError(
-                f"`n_coalitions` must be at least {min_coalitions(m)} for {m} features (the size-1 "
-                f"coalitions, their complements and one complementary pair of every other size); got "
-                f"{budget}. The default, 2 * M + 2048, suits most problems."
+                f"`n_coalitions` must be at least {min_coalitions(m)} (one complementary pair); got "
+                f"{budget}. The default, 2 * M + 2048, suits most problems; 2 * M + 2 is the least that "
+                f"covers every feature."
             )
         self.n_coalitions = min(budget, all_coalitions(m))
         if max_coalitions is None:
@@ -135,15 +155,16 @@ class KernelExplainer(Explainer):
             )
         self.max_coalitions = max_coalitions
         if third_order == "auto":
-            third_order = m <= AUTO_THIRD_ORDER_FEATURES
+            plan = kernel_plan(m, self.n_coalitions, sampler)
+            sampled = plan.n_coalitions - len(plan.enum_weights)
+            third_order = sampled >= AUTO_CONTROLS_UNITS * m
         elif not isinstance(third_order, bool):
             raise ValueError(f"`third_order` must be True, False or 'auto'; got {third_order!r}.")
-        if third_order and m > MAX_THIRD_ORDER_FEATURES:
-            raise ValueError(
-                f"`third_order=True` adds C(M, 3) = {m * (m - 1) * (m - 2) // 6} unknowns per row for {m} features; "
-                f"it supports at most {MAX_THIRD_ORDER_FEATURES} features. Use third_order=False (or 'auto')."
-            )
+        if not isinstance(shared_coalitions, bool):
+            raise ValueError(f"`shared_coalitions` must be True or False; got {shared_coalitions!r}.")
+        self.shared_coalitions = shared_coalitions
         self.third_order = bool(third_order) and m >= 3
+        self.controls = ((3, third_order_ridge(m)),) if self.third_order else ()
 
     def _check_n_features(self, n_features: int) -> None:
         if type(self.masker).__name__ == "Partition":
@@ -166,9 +187,38 @@ class KernelExplainer(Explainer):
 
     def _estimate(self, key, value_fn):
         phi, stderr, v0, _ = kernel_shapley(
-            key, value_fn, self.n_features, self.n_coalitions, sampler=self.sampler, third_order=self.third_order
+            key, value_fn, self.n_features, self.n_coalitions, sampler=self.sampler, controls=self.controls
         )
         return phi, v0, stderr
+
+    def _explain_keyed(self, X, key, index, rows_per_chunk, coalitions_per_chunk, n_valid=None):
+        """Shared coalitions: one draw from ``key`` and one solve operator for every row.
+
+        The coalitions depend only on the call's key, so every row (in every block, chunk and
+        device) sees the same ones and the regression is factorised once per block
+        (:func:`jaxshap._estimators._kernel_solve.kernel_operator`); each row then costs its
+        model evaluations and two matrix products. ``shared_coalitions=False`` draws each
+        row's own coalitions from ``fold_in(key, row)`` instead (the base class's path).
+        """
+        m = self.n_features
+        if not self.shared_coalitions or m == 1:
+            return super()._explain_keyed(X, key, index, rows_per_chunk, coalitions_per_chunk, n_valid)
+        masker = self.masker
+        plan = kernel_plan(m, self.n_coalitions, self.sampler)
+        masks, weights = sample_coalitions(key, plan)
+        dtype = jnp.dtype(masker.dtype)
+        ops = plan_operators(plan, masks, weights, self.controls, dtype=dtype)
+        every = jnp.concatenate([jnp.zeros((1, m), bool), jnp.ones((1, m), bool), masks], axis=0)
+        f = self.model.fn
+
+        def one_row(x):
+            v = map_chunks(lambda part: masker.coalition_values(f, x, part), every, coalitions_per_chunk)
+            tail = v.shape[1:]
+            flat = v.reshape(v.shape[0], -1)
+            phi, stderr = apply_plan(ops, plan, flat[2:], flat[0], flat[1])
+            return phi.reshape((m,) + tail), v[0], stderr.reshape((m,) + tail)
+
+        return map_chunks(jax.vmap(one_row), X, rows_per_chunk, n_valid)
 
     def _run(self, X, key, offset, devices, bar, blocked):
         """Explain validated rows (see :meth:`jaxshap.Explainer._run`), in rounds when ``"auto"``.

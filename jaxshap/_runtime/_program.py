@@ -73,9 +73,8 @@ def block_program(core: Any, X: jax.Array, key: jax.Array, first: Any, start: An
         if plan.block_rows is not None and plan.block_rows != X.shape[0]:
             X = jax.lax.dynamic_slice_in_dim(X, start, rows)
         index = first + jnp.arange(rows, dtype=jnp.asarray(first).dtype)
-        keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(index)
-        return core._explain_local(
-            X, keys, plan.rows_per_chunk, plan.coalitions_per_chunk, n_valid if plan.skip else None
+        return core._explain_keyed(
+            X, key, index, plan.rows_per_chunk, plan.coalitions_per_chunk, n_valid if plan.skip else None
         )
 
     if mesh is None:

@@ -122,6 +122,17 @@ class RowExplainer:
         del coalitions_per_chunk
         return map_chunks(lambda args: self._explain_rows(*args), (X, keys), rows_per_chunk, n_valid)
 
+    def _explain_keyed(self, X, key, index, rows_per_chunk, coalitions_per_chunk, n_valid=None):
+        """Explain rows ``X [b, M]``, global rows ``index [b]``, under the call's ``key`` (traced).
+
+        The hook for work shared by every row of a call: the default gives row ``i`` the key
+        ``fold_in(key, i)`` and explains rows independently (:meth:`_explain_local`); an
+        explainer that draws one design for all rows (``KernelExplainer``'s shared coalitions)
+        overrides it and derives that design from ``key`` alone, once per block.
+        """
+        keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(index)
+        return self._explain_local(X, keys, rows_per_chunk, coalitions_per_chunk, n_valid)
+
     def _core(self) -> "RowExplainer":
         """This explainer without its metadata (feature names), as the compiled program's argument:
         explainers that differ only in names share a program."""

@@ -5,15 +5,20 @@ outputs of width ``K`` (one per class for multi-class models). Each tree is stor
 node arrays padded to a common node count ``N``, so the trees stack into ``[T, N]`` arrays.
 
 Split semantics are unified when importing: an internal node sends ``x`` to its left child
-when ``x <= threshold`` (XGBoost's strict ``x < t`` is rewritten with the next smaller float32
-threshold, which routes every float32 input identically). Missing values follow
-``missing``:
+when ``x <= threshold``, where ``x`` is first rounded to the ``precision`` the library itself
+compares in (float32 for XGBoost and scikit-learn's classic trees, float64 for LightGBM and
+HistGradientBoosting) and the threshold is held exactly in float64 (XGBoost's strict float32
+``x < t`` is rewritten as ``x <= nextafter(t, -inf)``, which routes every float32 ``x``
+identically). Missing values follow ``missing``:
 
 * ``MISSING_NAN`` (0): a NaN goes to the default child (XGBoost, scikit-learn, LightGBM's
   ``NaN`` missing type);
 * ``MISSING_AS_ZERO`` (1): a NaN is read as ``0.0`` and compared (LightGBM's ``None`` type);
 * ``MISSING_ZERO`` (2): a NaN or a zero (``|x| <= 1e-35``) goes to the default child
   (LightGBM's ``Zero`` type).
+
+A value equal to ``missing_value`` (XGBoost's ``missing=``, compared in ``precision``) is a
+missing value too.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import dataclasses
 import numpy as np
 
 MISSING_NAN, MISSING_AS_ZERO, MISSING_ZERO = 0, 1, 2
+MISSING_CATEGORICAL = 3  # a categorical (set membership) split; NaN goes the default way
 ZERO_THRESHOLD = 1e-35  # LightGBM's kZeroThreshold
 
 
@@ -42,6 +48,22 @@ class TreeEnsemble:
       base: ``[K]`` float64 constant added to the trees' sum.
       n_features: ``M``.
       source: a short description of the imported model.
+      precision: the float type the library rounds inputs to before comparing them with the
+        thresholds (``np.float32`` or ``np.float64``).
+      missing_value: a value read as missing besides NaN (``nan`` when there is none).
+      sparse_missing: whether entries absent from a sparse matrix are missing (XGBoost) rather
+        than zeros (LightGBM, scikit-learn).
+      tree_round: ``[T]`` int boosting round (iteration) of each tree, for ``tree_limit``.
+      default_rounds: the number of rounds the model's own ``predict`` uses (early stopping's
+        best iteration), or ``None`` for all of them.
+      link: how the raw output maps to the model's prediction: ``"identity"``, ``"logistic"``
+        (binary log-odds), ``"softmax"`` (multi-class scores) or ``None`` when unknown.
+      loss: the training loss for ``model_output="log_loss"``: ``"squared_error"``,
+        ``"binary_crossentropy"``, ``"multiclass_crossentropy"`` or ``None``.
+      cat_left: ``[T, N, W]`` uint32 bit sets, or ``None`` when no split is categorical: at a
+        categorical split (``missing == MISSING_CATEGORICAL``) the input is a category code
+        and goes left iff its bit is set (a NaN goes the default way; a negative or
+        out-of-range code goes right).
     """
 
     feature: np.ndarray
@@ -55,6 +77,15 @@ class TreeEnsemble:
     base: np.ndarray
     n_features: int
     source: str = ""
+    precision: type = np.float32
+    missing_value: float = float("nan")
+    sparse_missing: bool = False
+    tree_round: np.ndarray | None = None
+    default_rounds: int | None = None
+    link: str | None = None
+    loss: str | None = None
+    cat_left: np.ndarray | None = None
+    cat_invalid_left: np.ndarray | None = None
 
     @property
     def n_trees(self) -> int:
@@ -64,9 +95,38 @@ class TreeEnsemble:
     def n_outputs(self) -> int:
         return self.value.shape[-1]
 
+    @property
+    def rounds(self) -> np.ndarray:
+        """``[T]`` the boosting round of each tree (each tree its own round when not recorded)."""
+        return np.arange(self.n_trees) if self.tree_round is None else self.tree_round
+
+    @property
+    def n_rounds(self) -> int:
+        return int(self.rounds.max()) + 1 if self.n_trees else 0
+
+    def first_rounds(self, n_rounds: int | None) -> "TreeEnsemble":
+        """The ensemble of the trees of the first ``n_rounds`` rounds (``None``: all of them)."""
+        if n_rounds is None or n_rounds >= self.n_rounds:
+            return self
+        keep = self.rounds < n_rounds
+        cut = {f: getattr(self, f)[keep] for f in ("feature", "threshold", "left", "right", "default_left",
+                                                    "missing", "value", "cover")}
+        if self.cat_left is not None:
+            cut["cat_left"], cut["cat_invalid_left"] = self.cat_left[keep], self.cat_invalid_left[keep]
+        return dataclasses.replace(self, tree_round=self.rounds[keep], **cut)
+
+    def prepare(self, X) -> np.ndarray:
+        """Rows as the library reads them: float64 holding values rounded to ``precision``, with
+        ``missing_value`` replaced by NaN."""
+        X = np.asarray(X, dtype=np.float64)
+        rounded = X.astype(self.precision)
+        if not np.isnan(self.missing_value):
+            rounded = np.where(rounded == self.precision(self.missing_value), np.nan, rounded)
+        return np.asarray(rounded, dtype=np.float64)
+
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Raw output ``[n, K]`` by walking every tree (a NumPy reference, for tests)."""
-        X = np.asarray(X, dtype=np.float64)
+        X = self.prepare(X)
         out = np.tile(self.base, (X.shape[0], 1))
         rows = np.arange(X.shape[0])
         for t in range(self.n_trees):
@@ -77,19 +137,36 @@ class TreeEnsemble:
                 if not inner.any():
                     break
                 x = X[rows, np.maximum(f, 0)]
-                left = go_left(x, self.threshold[t, node], self.default_left[t, node], self.missing[t, node])
+                cats = None if self.cat_left is None else (self.cat_left[t, node], self.cat_invalid_left[t, node])
+                left = go_left(x, self.threshold[t, node], self.default_left[t, node], self.missing[t, node], cats)
                 nxt = np.where(left, self.left[t, node], self.right[t, node])
                 node = np.where(inner, nxt, node)
             out += self.value[t, node]
         return out
 
 
-def go_left(x, threshold, default_left, missing):
+def in_category_set(words: np.ndarray, x: np.ndarray, invalid: np.ndarray) -> np.ndarray:
+    """Whether category codes ``x`` (float, not NaN) are in the bit sets ``words`` ``[..., W]``;
+    ``invalid`` for negative codes and codes past the sets."""
+    n_bits = 32 * words.shape[-1]
+    with np.errstate(invalid="ignore"):
+        valid = (x >= 0) & (x < n_bits)
+    code = np.where(valid, x, 0).astype(np.int64)
+    word = np.take_along_axis(words, (code // 32)[..., None], axis=-1)[..., 0].astype(np.int64)
+    return np.where(valid, ((word >> (code % 32)) & 1) == 1, invalid)
+
+
+def go_left(x, threshold, default_left, missing, cat_left=None):
     """Whether values ``x`` go to the left child of nodes with these split parameters (NumPy)."""
     nan = np.isnan(x)
     xv = np.where(nan, 0.0, x)
-    is_missing = np.where(missing == MISSING_NAN, nan, (missing == MISSING_ZERO) & (np.abs(xv) <= ZERO_THRESHOLD))
-    return np.where(is_missing, default_left, xv <= threshold)
+    is_missing = np.where(missing == MISSING_ZERO, np.abs(xv) <= ZERO_THRESHOLD, nan)
+    is_missing = np.where(missing == MISSING_AS_ZERO, False, is_missing)
+    numeric = xv <= threshold
+    if cat_left is not None:
+        words, invalid_left = cat_left
+        numeric = np.where(missing == MISSING_CATEGORICAL, in_category_set(words, xv, invalid_left), numeric)
+    return np.where(is_missing, default_left, numeric)
 
 
 @dataclasses.dataclass
@@ -104,9 +181,12 @@ class Tree:
     missing: np.ndarray
     value: np.ndarray  # [N, K]
     cover: np.ndarray
+    cat_left: np.ndarray | None = None  # [N, W] uint32 bit sets of categories that go left
+    cat_invalid_left: np.ndarray | None = None  # [N] where invalid codes go
 
 
-def make_tree(feature, threshold, left, right, default_left, value, cover, missing=None) -> Tree:
+def make_tree(feature, threshold, left, right, default_left, value, cover, missing=None, cat_left=None,
+              cat_invalid_left=None) -> Tree:
     """Build a :class:`Tree`, normalising dtypes and marking leaves with ``feature = -1``."""
     left = np.asarray(left, dtype=np.int32)
     right = np.asarray(right, dtype=np.int32)
@@ -125,6 +205,8 @@ def make_tree(feature, threshold, left, right, default_left, value, cover, missi
         np.asarray(missing, dtype=np.int8),
         value,
         np.asarray(cover, dtype=np.float64),
+        None if cat_left is None else np.asarray(cat_left, dtype=np.uint32).reshape(n, -1),
+        None if cat_left is None else np.asarray(cat_invalid_left, dtype=bool).reshape(n),
     )
 
 
@@ -143,6 +225,18 @@ def stack_trees(trees: list[Tree], base, n_features: int, source: str) -> TreeEn
         if t.value.shape[1] != k:
             raise ValueError("Every tree must have the same number of outputs.")
     base = np.broadcast_to(np.asarray(base, dtype=np.float64).reshape(-1), (k,)).copy()
+    cat_left = cat_invalid_left = None
+    if any(t.cat_left is not None for t in trees):
+        w = max(t.cat_left.shape[1] for t in trees if t.cat_left is not None)
+        cat_left = np.zeros((len(trees), n, w), np.uint32)
+        cat_invalid_left = np.zeros((len(trees), n), bool)
+        for i, t in enumerate(trees):
+            if t.cat_left is not None:
+                m = t.cat_left.shape[0]
+                # codes past a node's own words go where its invalid codes go
+                cat_left[i, :m] = np.where(t.cat_invalid_left[:, None], np.uint32(0xFFFFFFFF), np.uint32(0))
+                cat_left[i, :m, : t.cat_left.shape[1]] = t.cat_left
+                cat_invalid_left[i, :m] = t.cat_invalid_left
     return TreeEnsemble(
         feature=np.stack([pad(t.feature, -1) for t in trees]),
         threshold=np.stack([pad(t.threshold, 0.0) for t in trees]),
@@ -155,6 +249,8 @@ def stack_trees(trees: list[Tree], base, n_features: int, source: str) -> TreeEn
         base=base,
         n_features=int(n_features),
         source=source,
+        cat_left=cat_left,
+        cat_invalid_left=cat_invalid_left,
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any, Sequence
 
@@ -9,22 +10,27 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._runtime._chunking import DEFAULT_MEMORY_BUDGET, map_chunks
 from .._explanation import Explanation
-from .._runtime._inputs import align_columns, as_matrix, check_n_features, column_names, float_dtype, resolve_feature_names
+from .._runtime._chunking import DEFAULT_MEMORY_BUDGET, map_chunks
+from .._runtime._inputs import align_columns, float_dtype, resolve_feature_names
 from .._runtime._model import output_names_of
 from .._runtime._shap_api import ShapAPI
+from . import _transforms
+from ._ensemble import TreeEnsemble
 from ._import import import_model
 from ._interactions import explain_interactions
 from ._interventional import interventional_tables_host, pair_shapley
 from ._path_dependent import expected_value, path_shapley, path_tables_host
 from ._paths import decompose, follows, follows_host, pattern, slot_arrays
+from ._routing import Router
+from ._rows import host_rows
 
 _MODES = ("tree_path_dependent", "interventional")
+_OUTPUTS = ("raw", "probability", "predict_proba", "log_loss")
 MAX_TABLE_SLOTS = 10  # tables have 2**U rows per path
-# Paths are padded (with null dummy slots) up to one of these widths, so that few group
-# shapes need compiling; longer paths form one group evaluated directly.
-GROUP_WIDTHS = (2, 4, 6, 8, 10)
+# Paths are grouped by their number of distinct features (a table has 2**U rows per path,
+# so padding would double its size); longer paths form one group evaluated directly.
+GROUP_WIDTHS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
 
 
 def _put(a, dtype) -> jax.Array:
@@ -36,6 +42,8 @@ def _put(a, dtype) -> jax.Array:
 def _row_contributions(params: dict, x: jax.Array) -> jax.Array:
     """``[P, U]``: each path's contribution to each of its slots' features for row ``x``."""
     fx = follows(params["slots"], x)
+    if "saabas" in params:  # the row's own path only: Saabas' per-split changes of the mean
+        return jnp.where(jnp.all(fx, axis=-1, keepdims=True), params["saabas"], 0.0)
     if "table" in params:
         table = params["table"]
         return table[jnp.arange(table.shape[0]), pattern(fx)]
@@ -67,15 +75,90 @@ def _explain_rows(groups: list, X: jax.Array, n_features: int, n_outputs: int, r
     return phi.reshape(X.shape[0], n_features, n_outputs)
 
 
+@functools.partial(jax.jit, static_argnums=(5, 6, 7, 8))
+def _explain_rows_transformed(groups, X, y, raw_base, fb, n_features, n_outputs, rows_per_chunk, transform):
+    """``([n, M, K], [n, K])``: values and base values of the transformed output ``g(f(x))``,
+    rescaling each background row's pair values (see :mod:`._transforms`)."""
+
+    def one_row(args):
+        x, yx = args
+        fxs, fx_raw = [], raw_base
+        for params in groups:
+            fx = follows(params["slots"], x)
+            reach = jnp.all(fx, axis=-1)
+            fx_raw = fx_raw + jax.ops.segment_sum(
+                jnp.where(reach, params["value"], 0.0), params["output"], num_segments=n_outputs
+            )
+            fxs.append(fx)
+        r, gb = _transforms.rescale_matrix(transform, fx_raw, fb, yx)  # [B, K(k), K(j)]
+        phi = jnp.zeros(n_features * n_outputs, X.dtype)
+        for params, fx in zip(groups, fxs):
+            rp = jnp.swapaxes(r[:, :, params["output"]], 1, 2)  # [B, P, K(k)]
+
+            def add(acc, inputs):
+                b_follows, rb = inputs
+                return acc + pair_shapley(fx, b_follows, acc.dtype)[:, :, None] * rb[:, None, :], None
+
+            shape = fx.shape + (n_outputs,)
+            total, _ = jax.lax.scan(add, jnp.zeros(shape, X.dtype), (params["background"], rp))
+            contrib = total / fb.shape[0] * params["value"][:, None, None]  # [P, U, K]
+            index = params["slots"]["feature"][:, :, None] * n_outputs + jnp.arange(n_outputs)
+            phi = phi.at[index.reshape(-1)].add(contrib.reshape(-1))
+        return phi, gb.mean(axis=0)
+
+    phi, base = map_chunks(jax.vmap(one_row), (X, y), rows_per_chunk)
+    return phi.reshape(X.shape[0], n_features, n_outputs), base
+
+
+@dataclasses.dataclass
+class _Build:
+    """Everything one (tree limit, kind) needs: the router, the groups of paths and the base."""
+
+    ensemble: TreeEnsemble
+    router: Router
+    groups: list
+    tabled: list
+    base: np.ndarray  # [K] float64 (raw base for transformed outputs)
+    fb: np.ndarray | None = None  # [B, K] background margins (transformed outputs)
+    paths: Any = None  # the routed paths (for interaction values)
+    background: np.ndarray | None = None  # the routed background rows (interventional)
+
+
+def _cover_from_data(e: TreeEnsemble, X: np.ndarray) -> TreeEnsemble:
+    """The ensemble with each node's cover replaced by the number of rows of ``X`` (already
+    prepared) that pass through it, counted for all trees at once, one level per step."""
+    from ._ensemble import go_left
+
+    t, n = e.feature.shape
+    rows = np.arange(X.shape[0])[:, None]
+    node = np.zeros((X.shape[0], t), dtype=np.int64)
+    trees = np.arange(t)[None, :]
+    counts = np.bincount((trees * n + node).reshape(-1), minlength=t * n).astype(np.float64)
+    while True:
+        f = e.feature[trees, node]
+        inner = f >= 0
+        if not inner.any():
+            break
+        x = X[rows, np.maximum(f, 0)]
+        cats = None if e.cat_left is None else (e.cat_left[trees, node], e.cat_invalid_left[trees, node])
+        left = go_left(x, e.threshold[trees, node], e.default_left[trees, node], e.missing[trees, node], cats)
+        node = np.where(inner, np.where(left, e.left[trees, node], e.right[trees, node]), node)
+        flat = (trees * n + node)[inner]
+        counts += np.bincount(flat, minlength=t * n)
+    return dataclasses.replace(e, cover=counts.reshape(t, n))
+
+
 class TreeExplainer(ShapAPI):
-    r"""Exact SHAP values of a tree ensemble's raw output (margin), computed from its structure.
+    r"""Exact SHAP values of a tree ensemble, computed from its structure.
 
     Two value functions (Lundberg et al. 2020, "From local explanations to global understanding
     with explainable AI for trees", Nature Machine Intelligence 2:56-67):
 
     * ``"tree_path_dependent"``: ``v_x(S)`` descends each tree following ``x`` at splits on
       features in ``S`` and averaging both children by training cover elsewhere. No background
-      is needed; the base value is the cover-weighted mean leaf value.
+      is needed; the base value is the cover-weighted mean leaf value. Given ``data`` as well
+      (and ``feature_perturbation="tree_path_dependent"`` explicitly), the covers are
+      re-counted on those rows, as shap does, so the base value is their mean raw output.
     * ``"interventional"``: ``v_x(S) = mean_b f(x_S, b_{-S})`` over the background rows ``data``:
       exactly what :class:`jaxshap.ExactExplainer` with the ``Independent`` masker gives, in time
       independent of ``2**M``.
@@ -87,20 +170,44 @@ class TreeExplainer(ShapAPI):
     explainer is built (for the interventional game the background enters only through a
     histogram of its own patterns), so explaining a row is a gather per path and a scatter-add
     into the features, ``vmap``-ped over rows and chunked under ``memory_budget``. Longer paths
-    are evaluated directly per row (and per background row), which is much slower.
+    are evaluated directly per row (and per background row), which is slower.
 
-    The explained output is the raw margin, as in ``shap``: for boosted models the log-odds (or
-    the multi-class scores), for scikit-learn forests and trees the mean of the trees
-    (``predict`` / ``predict_proba``). NaN in ``X`` is routed as the model routes missing values.
-    Efficiency holds: ``values.sum(1) + base_values`` equals the raw output.
+    Routing is exactly the library's own: inputs are rounded to the precision the library
+    compares in (float32 for XGBoost and scikit-learn's classic trees, float64 for LightGBM and
+    HistGradientBoosting), missing values (NaN, ``pd.NA``, XGBoost's ``missing=`` value, entries
+    absent from an XGBoost sparse matrix or DMatrix) go where the model sends them, and the
+    kernels compare ranks among the thresholds, so they route exactly whatever ``dtype`` the
+    attributions are computed in. The sklearn wrappers of XGBoost and LightGBM predict with the
+    best iteration after early stopping; that is what is explained (``tree_limit`` overrides it).
+
+    Outputs (``model_output``):
+
+    * ``"raw"`` (default): the raw margin, as in shap: log-odds or multi-class scores for
+      boosted models, ``predict`` / ``predict_proba`` for scikit-learn trees and forests, the
+      mean path length ``E[h(x)]`` for ``IsolationForest`` (its anomaly score is
+      ``-2 ** (-E[h(x)] / c(max_samples))``).
+    * ``"probability"``: the model's probability, ``sigmoid`` (binary) or ``softmax``
+      (multi-class) of the margin; ``"predict_proba"``: exactly the columns ``predict_proba``
+      returns (for a binary classifier two columns, ``1 - p`` and ``p``); ``"log_loss"``: the
+      log loss (or, for squared-error regression, the squared error) given the labels ``y``
+      passed to the call. These are interventional (``data`` needed), exact with respect to the
+      background in shap's sense: each background row's pair values are rescaled so that they
+      sum to the change in the transformed output (see :mod:`jaxshap._tree._transforms`), so
+      efficiency holds in the output's units. For models whose raw output already is the
+      probability (scikit-learn classifier trees and forests) they equal ``"raw"``.
+
+    Efficiency holds: ``values.sum(1) + base_values`` equals the explained output.
 
     Args:
       model: a fitted XGBoost, LightGBM or scikit-learn tree model (see ``TypeError`` below).
-      data: background rows ``[B, M]`` for the interventional mode (array or DataFrame).
+      data: background rows ``[B, M]`` for the interventional mode (array, DataFrame, sparse).
       feature_perturbation: ``"tree_path_dependent"``, ``"interventional"``, or ``"auto"``
         (default: interventional when ``data`` is given, else path-dependent).
+      model_output: ``"raw"``, ``"probability"``, ``"predict_proba"`` or ``"log_loss"``.
       feature_names: optional names of the ``M`` features.
-      memory_budget: bytes of working memory a chunk of rows may use.
+      memory_budget: bytes of working memory a chunk of rows may use; the model's path tables
+        must fit in it too, or in 512 MiB when it is smaller (deep trees with very many leaves
+        raise a ``ValueError`` saying so).
       dtype: compute dtype (default float32, float64 under ``jax_enable_x64`` if requested).
 
     Example::
@@ -108,11 +215,13 @@ class TreeExplainer(ShapAPI):
         ex = jaxshap.TreeExplainer(xgb_model)                      # path-dependent
         ex = jaxshap.TreeExplainer(xgb_model, X_train[:100])       # interventional
         expl = ex(X)   # expl.values: [n, M], or [n, M, K] for K classes
+        ex = jaxshap.TreeExplainer(clf, X_train[:100], model_output="probability")
 
     Raises:
       TypeError: for an unsupported model (the message lists the supported ones).
-      ValueError: for a bad ``feature_perturbation``, or the interventional mode without
-        ``data``, or background rows with the wrong number of features.
+      ValueError: for a bad ``feature_perturbation`` or ``model_output``, the interventional
+        mode or a transformed output without ``data``, or background rows with the wrong
+        number of features.
     """
 
     def __init__(
@@ -121,10 +230,14 @@ class TreeExplainer(ShapAPI):
         data: Any = None,
         feature_perturbation: str = "auto",
         *,
+        model_output: str = "raw",
         feature_names: Sequence[str] | None = None,
         memory_budget: int = DEFAULT_MEMORY_BUDGET,
         dtype: Any = None,
     ):
+        if model_output not in _OUTPUTS:
+            raise ValueError(f"`model_output` must be one of {_OUTPUTS}; got {model_output!r}.")
+        explicit = feature_perturbation
         if feature_perturbation == "auto":
             feature_perturbation = "tree_path_dependent" if data is None else "interventional"
         if feature_perturbation not in _MODES:
@@ -136,31 +249,112 @@ class TreeExplainer(ShapAPI):
             )
         if not isinstance(memory_budget, (int, np.integer)) or memory_budget <= 0:
             raise ValueError(f"`memory_budget` must be a positive number of bytes; got {memory_budget!r}.")
+        self.model = model
         self.feature_perturbation = feature_perturbation
+        self.model_output = model_output
         self.memory_budget = int(memory_budget)
         self.ensemble = import_model(model)
-        paths = decompose(self.ensemble)
-        self.n_features, self.n_outputs = paths.n_features, paths.n_outputs
-        self._output_names = output_names_of(model, self.n_outputs)  # a classifier's classes_
+        self.n_features = self.ensemble.n_features
+        self._transform, self._doubled = self._resolve_transform(model_output)
+        if self._transform != "identity" and feature_perturbation == "tree_path_dependent":
+            raise ValueError(
+                f"model_output={model_output!r} is explained interventionally only (as in shap): pass background "
+                "rows `data` [B, M] and feature_perturbation='interventional' (or 'auto')."
+            )
         self.dtype = jnp.dtype(dtype) if dtype is not None else float_dtype(np.zeros(0, np.float32))
         self._names = feature_names
-        self._data_names = column_names(data) if data is not None else None
-        self._n_slots, self._n_paths = paths.n_slots, paths.n_paths
-        k = paths.n_outputs
-        if feature_perturbation == "tree_path_dependent":
-            base = expected_value(paths.zero_fraction, paths.value, paths.output, paths.base)
-            background = None
-        else:
-            background = as_matrix(data, "data", dtype=self.dtype)
-            check_n_features(background, self.n_features, "data", "the model")
-            if background.shape[0] == 0:
+        self._data_names = None
+        self._background_rows = None
+        if data is not None:
+            bg, self._data_names = host_rows(data, "data", sparse_missing=self.ensemble.sparse_missing)
+            self._check_n_features(bg, "data")
+            if bg.shape[0] == 0:
                 raise ValueError("`data` has no rows; pass at least one background row.")
+            self._background_rows = self.ensemble.prepare(bg)
+            if feature_perturbation == "tree_path_dependent" and explicit == "tree_path_dependent":
+                # as shap: the path-dependent game with node covers counted on `data`
+                self.ensemble = _cover_from_data(self.ensemble, self._background_rows)
+        self.n_outputs = self.ensemble.n_outputs * (2 if self._doubled else 1)
+        self._output_names = output_names_of(model, self.n_outputs)  # a classifier's classes_
+        self._builds: dict = {}
+        default = self._build(self.ensemble.default_rounds, False)
+        # for interaction values (built on demand): routed paths and background rows
+        self._paths, self._background = default.paths, default.background
+
+    # --- set-up -------------------------------------------------------------------------------
+    def _resolve_transform(self, model_output: str) -> tuple[str, bool]:
+        """The transform ``g`` of the raw output, and whether a binary output is doubled."""
+        e = self.ensemble
+        if model_output == "raw":
+            return "identity", False
+        if model_output in ("probability", "predict_proba"):
+            if e.link == "softmax" and e.n_outputs > _transforms.MAX_SOFTMAX_CLASSES:
+                raise ValueError(
+                    f"model_output={model_output!r} supports up to {_transforms.MAX_SOFTMAX_CLASSES} classes; this "
+                    f"model has {e.n_outputs}. Use model_output='raw'."
+                )
+            if e.link in ("logistic", "softmax"):
+                doubled = model_output == "predict_proba" and e.link == "logistic" and hasattr(self.model, "predict_proba")
+                return e.link, doubled
+            if e.link == "identity" and hasattr(self.model, "predict_proba"):
+                return "identity", False  # the raw output already is the probability
+            raise ValueError(
+                f"model_output={model_output!r} needs a classifier whose output link is known; this {e.source} "
+                f"model's is not (link={e.link!r}). Use model_output='raw'."
+            )
+        if e.loss == "binary_crossentropy":
+            return "logistic_nlogloss", False
+        if e.loss == "squared_error":
+            return "squared_loss", False
+        raise ValueError(
+            f"model_output='log_loss' supports binary classifiers (log loss) and squared-error regressors; "
+            f"this {e.source} model's loss is {e.loss!r}."
+        )
+
+    def _check_n_features(self, X: np.ndarray, name: str) -> None:
+        if X.shape[1] != self.n_features:
+            raise ValueError(
+                f"`{name}` has {X.shape[1]} features but the model has {self.n_features}; "
+                f"pass rows with the same {self.n_features} columns, in the same order."
+            )
+
+    def _rounds(self, tree_limit) -> int | None:
+        if tree_limit is None:
+            return self.ensemble.default_rounds
+        n = self.ensemble.n_rounds
+        if isinstance(tree_limit, bool) or not isinstance(tree_limit, (int, np.integer)) or not 1 <= tree_limit:
+            raise ValueError(f"`tree_limit` must be a positive number of boosting rounds; got {tree_limit!r}.")
+        if tree_limit > n:
+            raise ValueError(f"`tree_limit` is {tree_limit} but the model has {n} rounds; pass at most {n}.")
+        return int(tree_limit)
+
+    def _build(self, rounds: int | None, approximate: bool) -> _Build:
+        key = (rounds, approximate)
+        if key in self._builds:
+            return self._builds[key]
+        e = self.ensemble.first_rounds(rounds)
+        paths = decompose(e, max_bytes=max(self.memory_budget, DEFAULT_MEMORY_BUDGET), saabas=approximate)
+        categorical = None
+        if paths.cat is not None:
+            categorical = np.zeros(e.n_features, bool)
+            categorical[paths.feature[paths.cat]] = True
+        router = Router.from_bounds(paths.feature, paths.lower, paths.upper, e.n_features, categorical)
+        paths = dataclasses.replace(
+            paths, lower=router.bounds(paths.feature, paths.lower), upper=router.bounds(paths.feature, paths.upper)
+        )
+        k = paths.n_outputs
+        transformed = self._transform != "identity"
+        background = None
+        if self.feature_perturbation == "tree_path_dependent" or approximate:
+            base = expected_value(paths.zero_fraction, paths.value, paths.output, paths.base)
+        else:
+            background = router.encode(self._background_rows, np.float32)
             stump = paths.length == 0  # single-leaf trees: every row reaches the leaf
             base = paths.base + np.bincount(paths.output[stump], paths.value[stump], minlength=k)
         # Paths are grouped by their number of distinct features L, so each group is tabulated
         # with 2**L patterns (or, for long paths or a tight budget, evaluated directly).
         table_budget = self.memory_budget // 2
-        self._groups, self._group_tabled = [], []
+        groups, group_tabled = [], []
         widths = [w for w in GROUP_WIDTHS if w < paths.n_slots] + [paths.n_slots]
         lower = 0
         for width in widths:
@@ -170,32 +364,35 @@ class TreeExplainer(ShapAPI):
                 continue
             g = paths.subset(keep, width)
             table_bytes = g.n_paths * 2**g.n_slots * g.n_slots * self.dtype.itemsize
-            tabled = g.n_slots <= MAX_TABLE_SLOTS and table_bytes <= table_budget
+            tabled = g.n_slots <= MAX_TABLE_SLOTS and table_bytes <= table_budget and not approximate and not transformed
             if tabled:
                 table_budget -= table_bytes
-            params, reached = self._group_params(g, background, tabled)
-            if reached is not None:
+            params, reached = self._group_params(g, background, tabled, approximate, transformed)
+            if reached is not None and not transformed:
                 base = base + np.bincount(g.output, g.value * np.asarray(reached, np.float64), minlength=k)
-            self._groups.append(params)
-            self._group_tabled.append(tabled)
-        self._use_table = all(self._group_tabled)
-        self._base = np.asarray(base, self.dtype)
-        self._paths, self._background = paths, background  # for interaction values (built on demand)
+            groups.append(params)
+            group_tabled.append(tabled)
+        fb = e.predict(self._background_rows) if transformed else None
+        build = _Build(e, router, groups, group_tabled, np.asarray(base, np.float64), fb, paths, background)
+        self._builds[key] = build
+        return build
 
-    def _group_params(self, g, background, tabled: bool):
+    def _group_params(self, g, background, tabled: bool, approximate: bool, transformed: bool):
         """Arrays one group of paths needs: slot tests, scatter index, and a table or the inputs
         of the direct evaluation; with the background's reach share ``[P]`` when interventional."""
         u, k = g.n_slots, g.n_outputs
         slots = slot_arrays(g, self.dtype)
         value = _put(g.value, self.dtype)
         params = {"slots": slots, "index": _put(g.feature * k + g.output[:, None], np.int32)}
+        if approximate:
+            params["saabas"] = _put(g.saabas, self.dtype)
+            return params, None
         if background is None:
             if tabled:
                 params["table"] = _put(path_tables_host(g.zero_fraction) * g.value[:, None, None], self.dtype)
             else:
                 params.update(zero_fraction=_put(g.zero_fraction, self.dtype), value=value)
             return params, None
-        background = np.asarray(background)
         step = max(1, self.memory_budget // max(1, 16 * g.n_paths * u))  # background rows per host chunk
         parts = [follows_host(g, background[i : i + step]) for i in range(0, background.shape[0], step)]
         reached = sum(f.all(axis=-1).sum(axis=0) for f in parts) / background.shape[0]
@@ -205,48 +402,136 @@ class TreeExplainer(ShapAPI):
             params["table"] = _put(table, self.dtype)
         else:
             params.update(background=jax.device_put(np.concatenate(parts)), value=value)
+            if transformed:
+                params["output"] = _put(g.output, np.int32)
         return params, reached
 
-    def _rows_per_chunk(self, n_rows: int) -> int:
+    # --- the default build's internals (tests and the interactions module read them) ----------
+    @property
+    def _default(self) -> _Build:
+        return self._build(self.ensemble.default_rounds, False)
+
+    @property
+    def _groups(self) -> list:
+        return self._default.groups
+
+    @property
+    def _group_tabled(self) -> list:
+        return self._default.tabled
+
+    @property
+    def _use_table(self) -> bool:
+        return all(self._default.tabled)
+
+    def _rows_per_chunk(self, n_rows: int, build: _Build | None = None) -> int:
+        build = self._default if build is None else build
         per_row = 8 * self.n_features * self.n_outputs
-        for params, tabled in zip(self._groups, self._group_tabled):
+        for params, tabled in zip(build.groups, build.tabled):
             p, u = params["index"].shape
-            per_row += p * u * (16 if tabled else 8 * (u + 2)) * self.dtype.itemsize // 4
+            if "saabas" in params:
+                per_row += p * u * 3 * self.dtype.itemsize
+            elif self._transform != "identity":
+                k = self.ensemble.n_outputs
+                per_row += p * u * 8 * k * self.dtype.itemsize + 64 * self._background_rows.shape[0] * 2**k
+            else:
+                per_row += p * u * (16 if tabled else 8 * (u + 2)) * self.dtype.itemsize // 4
         return max(1, min(n_rows, self.memory_budget // max(per_row, 1)))
 
     @property
-    def expected_value(self) -> jax.Array:
-        """The base value: ``[K]`` (a scalar for a single output)."""
-        return _put(self._base[0] if self.n_outputs == 1 else self._base, self.dtype)
+    def expected_value(self) -> Any:
+        """The base value: ``[K]`` (a scalar for a single output); ``None`` for ``log_loss``,
+        whose base value depends on each row's label (read it from ``base_values``)."""
+        if self._transform in ("logistic_nlogloss", "squared_loss"):
+            return None
+        build = self._default
+        if self._transform == "identity":
+            base = build.base
+        else:
+            base = np.asarray(_transforms.apply(self._transform, jnp.asarray(build.fb), 0.0)).mean(0)
+        if self._doubled:
+            base = np.concatenate([1.0 - base, base])
+        return _put(base[0] if base.size == 1 else base, self.dtype)
 
-    def __call__(self, X: Any, key: Any = None, *, interactions: bool = False) -> Explanation:
+    # --- explaining ---------------------------------------------------------------------------
+    def __call__(
+        self,
+        X: Any,
+        key: Any = None,
+        *,
+        y: Any = None,
+        tree_limit: int | None = None,
+        approximate: bool = False,
+        check_additivity: bool = True,
+        interactions: bool = False,
+    ) -> Explanation:
         """Explain the rows of ``X`` (``key`` is accepted for a uniform interface and unused).
 
         Args:
-          X: rows ``[n, M]`` (array or DataFrame; one row ``[M]`` is promoted). NaN is allowed
-            and routed as the model routes missing values.
+          X: rows ``[n, M]``: array, DataFrame (numeric, bool, nullable and category columns),
+            ``scipy.sparse`` matrix or ``xgboost.DMatrix``; one row ``[M]`` is promoted. Missing
+            values are routed as the model routes them.
+          y: labels ``[n]``, needed by ``model_output="log_loss"``.
+          tree_limit: explain the first ``tree_limit`` boosting rounds only (default: what the
+            model's ``predict`` uses, the best iteration after early stopping).
+          approximate: Saabas attributions (Saabas 2014, "Interpreting random forests"; shap's
+            ``approximate=True``): along the row's own path in each tree, each split's feature
+            gets the change in the cover-weighted mean leaf value. Much cheaper but not Shapley
+            values; they use the training covers (no background) and the raw output, and sum,
+            with the path-dependent base value, to the raw output.
+          check_additivity: check that the values plus the base values reproduce the model's own
+            prediction of the explained output, and raise ``RuntimeError`` when they do not.
           interactions: also compute ``interaction_values`` ``[n, M, M]`` (or ``[n, M, M, K]``):
-            SHAP interaction values (see :meth:`shap_interaction_values`).
+            SHAP interaction values (see :meth:`shap_interaction_values`); raw output, default
+            trees, exact values only.
 
         Returns:
           An :class:`Explanation`: ``values`` ``[n, M]`` for one output, else ``[n, M, K]``.
         """
         X = align_columns(X, self._data_names, "X")
-        names = column_names(X)
-        X = as_matrix(X, "X", dtype=self.dtype)
-        check_n_features(X, self.n_features, "X", "the model")
-        phi = _explain_rows(self._groups, X, self.n_features, self.n_outputs, self._rows_per_chunk(X.shape[0]))
-        base = _put(np.broadcast_to(self._base, (X.shape[0], self.n_outputs)), self.dtype)
-        single = self.n_outputs == 1
+        Xh, names = host_rows(X, "X", sparse_missing=self.ensemble.sparse_missing)
+        self._check_n_features(Xh, "X")
+        rounds = self._rounds(tree_limit)
+        if approximate and self._transform != "identity":
+            raise ValueError("approximate=True explains the raw output only; use model_output='raw'.")
+        build = self._build(rounds, bool(approximate))
+        Xp = self.ensemble.prepare(Xh)
+        codes = _put(build.router.encode(Xp, np.float32), self.dtype)
+        n, k = Xh.shape[0], build.ensemble.n_outputs
+        yv = self._labels(y, n)
+        chunk = self._rows_per_chunk(n, build)
+        if self._transform == "identity" or approximate:
+            phi = _explain_rows(build.groups, codes, self.n_features, k, chunk)
+            base = _put(np.broadcast_to(build.base, (n, k)), self.dtype)
+        else:
+            raw_base = _put(build.base, self.dtype)
+            phi, base = _explain_rows_transformed(
+                build.groups, codes, _put(yv, self.dtype), raw_base, _put(build.fb, self.dtype),
+                self.n_features, k, chunk, self._transform,
+            )
+        if self._doubled:
+            phi = jnp.concatenate([-phi, phi], axis=-1)
+            base = jnp.concatenate([1.0 - base, base], axis=-1)
+        if check_additivity:
+            self._check_additivity(phi, base, Xp, build, yv, approximate)
+        single = phi.shape[-1] == 1
         if single:
             phi, base = phi[..., 0], base[..., 0]
         feature_names = resolve_feature_names(self._names, self.n_features, self._data_names, names)
-        output_names = None if single else self._output_names or [f"Output {k}" for k in range(self.n_outputs)]
-        expl = Explanation(phi, base, X, None, feature_names, output_names)
+        output_names = None if single else self._output_names or [f"Output {j}" for j in range(phi.shape[-1])]
+        expl = Explanation(phi, base, _put(Xh, self.dtype), None, feature_names, output_names)
         if interactions:
-            inter = explain_interactions(self, X)
+            self._check_interactions(tree_limit, approximate)
+            inter = explain_interactions(self, codes)
             expl.interaction_values = inter[..., 0] if single else inter
         return expl
+
+    def _check_interactions(self, tree_limit, approximate) -> None:
+        if self._transform != "identity" or approximate or (tree_limit is not None and self._rounds(tree_limit)
+                                                             != self.ensemble.default_rounds):
+            raise ValueError(
+                "Interaction values are computed for model_output='raw', the default trees (no tree_limit) "
+                "and exact values (approximate=False)."
+            )
 
     def shap_interaction_values(self, X: Any) -> np.ndarray:
         """SHAP interaction values as shap's ``TreeExplainer.shap_interaction_values``: NumPy
@@ -255,7 +540,74 @@ class TreeExplainer(ShapAPI):
         with background ``data``, interventional (exact; equal to
         ``ExactExplainer(model, data, index="k-SII")``). See :mod:`jaxshap._tree._interactions`.
         """
-        X = as_matrix(align_columns(X, self._data_names, "X"), "X", dtype=self.dtype)
-        check_n_features(X, self.n_features, "X", "the model")
-        inter = explain_interactions(self, X)
+        self._check_interactions(None, False)
+        X = align_columns(X, self._data_names, "X")
+        Xh, _ = host_rows(X, "X", sparse_missing=self.ensemble.sparse_missing)
+        self._check_n_features(Xh, "X")
+        codes = _put(self._default.router.encode(self.ensemble.prepare(Xh), np.float32), self.dtype)
+        inter = explain_interactions(self, codes)
         return np.asarray(inter[..., 0] if self.n_outputs == 1 else inter)
+
+    def shap_values(self, X: Any, y: Any = None, *, tree_limit: int | None = None, approximate: bool = False,
+                    check_additivity: bool = True, **kwargs: Any) -> np.ndarray:
+        """As shap's ``TreeExplainer.shap_values(X, y=None, tree_limit=None, approximate=False,
+        check_additivity=True)``: NumPy ``[n, M]`` or ``[n, M, K]`` (``[M]`` for one 1-D row)."""
+        return super().shap_values(X, y=y, tree_limit=tree_limit, approximate=approximate,
+                                   check_additivity=check_additivity, **kwargs)
+
+    def _labels(self, y: Any, n: int) -> np.ndarray:
+        if self._transform not in ("logistic_nlogloss", "squared_loss"):
+            return np.zeros(n)
+        if y is None:
+            raise ValueError("model_output='log_loss' needs the labels: call the explainer with `y=` [n].")
+        yv = np.asarray(y, dtype=np.float64).reshape(-1)
+        if yv.shape[0] != n:
+            raise ValueError(f"`y` has {yv.shape[0]} labels but `X` has {n} rows; pass one label per row.")
+        return yv
+
+    def _explained_output(self, Xp: np.ndarray, build: _Build, y: np.ndarray) -> np.ndarray:
+        """``[n, K]`` the explained output as the model's library computes it (float64)."""
+        raw = _native_raw(self.model, build.ensemble, Xp)
+        if self._transform == "identity":
+            out = raw
+        else:
+            out = np.asarray(jax.vmap(lambda m, yy: _transforms.apply(self._transform, m, yy))(
+                jnp.asarray(raw, jnp.float32), jnp.asarray(y, jnp.float32)), np.float64)
+        if self._doubled:
+            out = np.concatenate([1.0 - out, out], axis=-1)
+        return out
+
+    def _check_additivity(self, phi, base, Xp, build: _Build, y, approximate: bool) -> None:
+        phi = np.asarray(phi, np.float64)
+        total = phi.sum(1) + np.asarray(base, np.float64)
+        expected = self._explained_output(Xp, build, y)
+        scale = np.abs(phi).sum(1) + np.abs(np.asarray(base, np.float64)) + np.abs(expected)
+        tol = 1e-5 + (1e-4 if self.dtype == jnp.float32 else 1e-10) * scale
+        bad = np.abs(total - expected) > tol
+        if bad.any():
+            i, j = np.argwhere(bad)[0]
+            raise RuntimeError(
+                f"Additivity check failed: for row {i}, output {j}, values.sum() + base_values = {total[i, j]:.8g} "
+                f"but the model's output is {expected[i, j]:.8g}. Please report this with the model; pass "
+                "check_additivity=False to skip the check."
+            )
+
+
+def _native_raw(model: Any, e: TreeEnsemble, Xp: np.ndarray) -> np.ndarray:
+    """``[n, K]`` raw output from the model's own library where it can give it for the trees in
+    ``e`` (XGBoost, LightGBM), else from the imported ensemble's NumPy reference walk."""
+    root = (type(model).__module__ or "").split(".")[0]
+    rounds = e.n_rounds
+    try:
+        if root == "xgboost":
+            booster = model.get_booster() if hasattr(model, "get_booster") else model
+            out = booster.inplace_predict(Xp.astype(np.float32), iteration_range=(0, rounds), predict_type="margin",
+                                          missing=np.nan, validate_features=False)
+            return np.asarray(out, np.float64).reshape(Xp.shape[0], -1)
+        if root == "lightgbm":
+            booster = model.booster_ if hasattr(model, "booster_") else model
+            out = booster.predict(Xp, raw_score=True, num_iteration=rounds)
+            return np.asarray(out, np.float64).reshape(Xp.shape[0], -1)
+    except (TypeError, ValueError):  # pragma: no cover - the library refused the rows as given
+        pass
+    return e.predict(Xp)

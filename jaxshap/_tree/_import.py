@@ -12,14 +12,14 @@ SUPPORTED = (
     "LightGBM: Booster, LGBMRegressor, LGBMClassifier; "
     "scikit-learn: DecisionTree/ExtraTree Regressor/Classifier, RandomForest Regressor/Classifier, "
     "ExtraTrees Regressor/Classifier, GradientBoosting Regressor/Classifier, "
-    "HistGradientBoosting Regressor/Classifier"
+    "HistGradientBoosting Regressor/Classifier, IsolationForest"
 )
 
 _SKLEARN = {
     "DecisionTreeRegressor", "DecisionTreeClassifier", "ExtraTreeRegressor", "ExtraTreeClassifier",
     "RandomForestRegressor", "RandomForestClassifier", "ExtraTreesRegressor", "ExtraTreesClassifier",
     "GradientBoostingRegressor", "GradientBoostingClassifier",
-    "HistGradientBoostingRegressor", "HistGradientBoostingClassifier",
+    "HistGradientBoostingRegressor", "HistGradientBoostingClassifier", "IsolationForest",
 }
 
 

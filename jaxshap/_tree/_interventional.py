@@ -84,27 +84,63 @@ def pattern_table(n_slots: int, dtype) -> np.ndarray:
     return np.where(reach, phi, 0.0).astype(dtype)
 
 
-def interventional_tables_host(bg_codes: np.ndarray, n_slots: int) -> np.ndarray:
-    """``[P, 2**U, U]``: for each path and x pattern, the mean over background rows of the pair
+def interventional_tables_host(bg_codes: np.ndarray, n_slots: int, max_chunk_bytes: int = 4 * 2**20) -> np.ndarray:
+    r"""``[P, 2**U, U]``: for each path and x pattern, the mean over background rows of the pair
     values (NumPy, float64).
 
     Args:
       bg_codes: ``[B, P]`` the pattern of slots each background row follows on each path.
       n_slots: ``U``.
 
-    With few slots (``2**U <= B``) the background is summarised by a histogram of its patterns
-    per path, contracted with the pair table (``P 4**U U`` work); otherwise the pair table is
-    gathered per background row (``B P 2**U U`` work).
+    Only background patterns ``b`` with ``a | b`` full reach the leaf, i.e. ``b = ~a | c`` with
+    ``c subseteq a``; then ``A = a & ~b`` has ``|a| - |c|`` slots and ``B = ~a`` has ``U - |a|``,
+    so the pair values depend on ``b`` only through ``|b|`` (and, for ``u in a``, whether
+    ``u in b``). With the background's pattern shares ``h`` and the ranked superset sums
+    ``Z_j[x] = sum_{b supseteq x, |b| = j} h[b]`` (one zeta transform per rank ``j``):
+
+    .. math::
+
+        T[a, u] = \sum_k w_b(|a| - k, U - |a|)\, Z_{U-|a|+k}[\bar a] \quad (u \notin a), \qquad
+        T[a, u] = \sum_k w_a(|a| - k, U - |a|)\,
+                  \big(Z_{U-|a|+k}[\bar a] - Z_{U-|a|+k}[\bar a \cup \{u\}]\big) \quad (u \in a),
+
+    in ``O(U^2 2^U)`` per path, whatever the number of background rows.
     """
     n_bg, p = bg_codes.shape
-    pair = pattern_table(n_slots, np.float64)  # [x, b, U]
-    size = 2**n_slots
-    if size <= n_bg:
-        flat = np.arange(p)[None, :] * size + bg_codes
-        counts = np.bincount(flat.reshape(-1), minlength=p * size).reshape(p, size) / n_bg
-        return np.einsum("pb,abu->pau", counts, pair, optimize=True)
-    out = np.zeros((p, size, n_slots))
-    by_b = np.transpose(pair, (1, 0, 2))  # [b, x, U]
-    for row in bg_codes:
-        out += by_b[row]
-    return out / n_bg
+    u = n_slots
+    size = 2**u
+    wa, wb = _weight_tables(u, np.float64)
+    codes = np.arange(size)
+    pc = np.bitwise_count(codes.astype(np.uint64)).astype(np.int64) if hasattr(np, "bitwise_count") else \
+        ((codes[:, None] >> np.arange(max(u, 1))) & 1).sum(1)
+    full = size - 1
+    nota = full ^ codes
+    bits = 1 << np.arange(u)
+    in_a = ((codes[:, None] >> np.arange(u)) & 1).astype(bool)  # [2**U, U]
+    flat = np.arange(p)[None, :] * size + bg_codes
+    hist = np.bincount(flat.reshape(-1), minlength=p * size).reshape(p, size) / n_bg
+    out = np.empty((p, size, u))
+    chunk = max(1, max_chunk_bytes // (8 * (u + 1) * size * (u + 2)))
+    for start in range(0, p, chunk):
+        h = hist[start : start + chunk]  # [c, 2**U]
+        c = h.shape[0]
+        z = np.zeros((c, u + 1, size))
+        z[:, pc, codes] = h
+        for i in range(u):  # superset sums, one bit at a time
+            view = z.reshape(c, u + 1, size >> (i + 1), 2, 1 << i)
+            view[:, :, :, 0, :] += view[:, :, :, 1, :]
+        z = z.reshape(c, (u + 1) * size)
+        s_a = np.zeros((c, size))
+        s_b = np.zeros((c, size))
+        d = np.zeros((c, size, u))
+        for k in range(u + 1):
+            ok = k <= pc
+            j = np.where(ok, u - pc + k, 0) * size
+            wa_k = np.where(ok, wa[np.clip(pc - k, 0, u), u - pc], 0.0)
+            wb_k = np.where(ok, wb[np.clip(pc - k, 0, u), u - pc], 0.0)
+            zk = np.take(z, j + nota, axis=1)  # [c, 2**U]
+            s_a += zk * wa_k
+            s_b += zk * wb_k
+            d += np.take(z, (j + nota)[:, None] | bits[None, :], axis=1) * wa_k[:, None]
+        out[start : start + chunk] = np.where(in_a[None], s_a[:, :, None] - d, s_b[:, :, None])
+    return out

@@ -69,31 +69,43 @@ def expected_value(zero_fraction: np.ndarray, value: np.ndarray, output: np.ndar
     return out
 
 
-def path_tables_host(zero_fraction: np.ndarray, chunk: int = 1024) -> np.ndarray:
-    """``[P, 2**U, U]``: :func:`path_shapley` for every path and every pattern, in NumPy (float64).
+def path_tables_host(zero_fraction: np.ndarray, max_chunk_bytes: int = 4 * 2**20) -> np.ndarray:
+    r"""``[P, 2**U, U]``: :func:`path_shapley` for every path and every pattern, in NumPy (float64).
 
-    The same extend / unwind recurrences as :func:`path_shapley`, vectorised over paths and
-    patterns on the host, so that building an explainer needs no compilation.
+    Uses the integral form of the Shapley weights, ``k! (U-1-k)! / U! = int_0^1 s^k (1-s)^{U-1-k} ds``
+    (the view of Linear TreeShap, Yu et al. 2022), which turns the weighted sum over coalition
+    sizes into
+
+    .. math::
+
+        \phi_u = (o_u - z_u) \int_0^1 \prod_{j \ne u} \big((1 - s) z_j + s\, o_j\big)\, ds ,
+
+    a polynomial of degree ``U - 1`` in ``s``, integrated exactly by Gauss-Legendre quadrature
+    with ``ceil(U / 2)`` nodes. The products leaving one factor out are prefix times suffix
+    products (no division, so zero fractions of 0 are fine). Vectorised over paths and
+    patterns, so building an explainer needs no compilation and no loop over nodes.
     """
     p, n = zero_fraction.shape
     codes = np.arange(2**n)
-    ones = ((codes[:, None] >> np.arange(n)) & 1).astype(bool)  # [2**U, U]
-    o = ones.astype(np.float64)[None]  # [1, 2**U, U]
-    w = coalition_weights(n)
+    o = ((codes[:, None] >> np.arange(n)) & 1).astype(np.float64)  # [2**U, U]
+    x, w = np.polynomial.legendre.leggauss(max(1, (n + 1) // 2))
+    s_nodes, weights = (x + 1.0) / 2.0, w / 2.0
+    q = s_nodes.size
     out = np.empty((p, 2**n, n))
-    for s in range(0, p, chunk):
-        z = np.asarray(zero_fraction[s : s + chunk], np.float64)[:, None, :]  # [c, 1, U]
-        c = np.zeros((z.shape[0], 2**n, n + 1))
-        c[..., 0] = 1.0
-        for j in range(n):  # extend
-            shifted = np.concatenate([np.zeros_like(c[..., :1]), c[..., :-1]], axis=-1)
-            c = z[..., j : j + 1] * c + o[..., j : j + 1] * shifted
-        g = np.empty(c.shape[:2] + (n, n))  # [c, 2**U, u, k]
-        g[..., n - 1] = c[..., n : n + 1]
-        for k in range(n - 1, 0, -1):  # unwind, o_u = 1
-            g[..., k - 1] = c[..., k : k + 1] - z * g[..., k]
-        safe_z = np.where(z > 0, z, 1.0)
-        g_zero = c[..., None, :n] / safe_z[..., :, None]
-        g = np.where(ones[None, :, :, None], g, g_zero)
-        out[s : s + chunk] = (o - z) * (g @ w)
+    chunk = max(1, max_chunk_bytes // (8 * 3 * q * 2**n * n))
+    for start in range(0, p, chunk):
+        z = np.asarray(zero_fraction[start : start + chunk], np.float64)  # [c, U]
+        # factors [U, q, c, 2**U], slot axis first so that the running products are contiguous
+        f = (1.0 - s_nodes)[None, :, None, None] * z.T[:, None, :, None] + s_nodes[None, :, None, None] * o.T[:, None, None, :]
+        loo = np.empty_like(f)  # products leaving slot u out
+        run = np.ones(f.shape[1:])
+        for j in range(n):  # prefix products
+            loo[j] = run
+            run = run * f[j]
+        run = np.ones(f.shape[1:])
+        for j in range(n - 1, -1, -1):  # times suffix products
+            loo[j] *= run
+            run = run * f[j]
+        integral = np.einsum("q,uqca->cau", weights, loo)
+        out[start : start + chunk] = (o[None] - z[:, None, :]) * integral
     return out

@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._ensemble import MISSING_AS_ZERO, MISSING_ZERO, ZERO_THRESHOLD, TreeEnsemble
+from ._ensemble import MISSING_AS_ZERO, MISSING_CATEGORICAL, MISSING_ZERO, ZERO_THRESHOLD, TreeEnsemble
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +41,10 @@ class Paths:
       base: ``[K]`` the ensemble's constant.
       n_features, n_outputs: ``M`` and ``K``.
       length: ``[P]`` number of real (non-dummy) slots of each path; they come first.
+      saabas: ``[P, U]`` Saabas attribution of each slot (only when asked for).
+      cat, cat_words, cat_invalid_ok: for models with categorical splits: ``[P, U]`` whether the
+        slot tests set membership, ``[P, U, W]`` the bit set of category codes that follow the
+        path, and whether a negative or out-of-range code does; ``None`` otherwise.
     """
 
     feature: np.ndarray
@@ -56,6 +60,10 @@ class Paths:
     n_features: int
     n_outputs: int
     length: np.ndarray
+    saabas: np.ndarray | None = None
+    cat: np.ndarray | None = None
+    cat_words: np.ndarray | None = None
+    cat_invalid_ok: np.ndarray | None = None
 
     def subset(self, keep: np.ndarray, width: int) -> "Paths":
         """The paths ``keep`` (boolean ``[P]``), with slots cut to the first ``width`` columns
@@ -66,6 +74,10 @@ class Paths:
             feature=cut(self.feature), lower=cut(self.lower), upper=cut(self.upper), nan_ok=cut(self.nan_ok),
             zero_missing=cut(self.zero_missing), zero_ok=cut(self.zero_ok), zero_fraction=cut(self.zero_fraction),
             value=self.value[keep], output=self.output[keep], length=self.length[keep],
+            saabas=None if self.saabas is None else cut(self.saabas),
+            cat=None if self.cat is None else cut(self.cat),
+            cat_words=None if self.cat_words is None else cut(self.cat_words),
+            cat_invalid_ok=None if self.cat_invalid_ok is None else cut(self.cat_invalid_ok),
         )
 
     @property
@@ -77,66 +89,173 @@ class Paths:
         return self.feature.shape[1]
 
 
-def _leaf_paths(e: TreeEnsemble, t: int):
-    """Yield ``(leaf, [(node, went_left), ...])`` for every leaf of tree ``t`` (depth first)."""
-    stack = [(0, [])]
-    while stack:
-        node, path = stack.pop()
-        if e.feature[t, node] < 0:
-            yield node, path
-            continue
-        stack.append((int(e.right[t, node]), path + [(node, False)]))
-        stack.append((int(e.left[t, node]), path + [(node, True)]))
+def _parents(e: TreeEnsemble) -> tuple[np.ndarray, np.ndarray]:
+    """Flat ``[T*N]`` parent index (``-1`` at roots and unreachable padding) and depth
+    (``-1`` where unreachable), computed level by level without a loop over nodes."""
+    t, n = e.feature.shape
+    flat = np.arange(t * n).reshape(t, n)
+    parent = np.full(t * n, -1, np.int64)
+    inner = e.feature >= 0
+    for child in (e.left, e.right):
+        parent[(child + flat - np.arange(n))[inner]] = flat[inner]
+    depth = np.full(t * n, -1, np.int64)
+    frontier = flat[:, 0]
+    d = 0
+    left, right = e.left.reshape(-1), e.right.reshape(-1)
+    base = (flat - np.arange(n)).reshape(-1)
+    while frontier.size:
+        depth[frontier] = d
+        kids = frontier[left[frontier] >= 0]
+        frontier = np.concatenate([left[kids] + base[kids], right[kids] + base[kids]])
+        d += 1
+    return parent, depth
 
 
-def _ratio(child: float, parent: float) -> float:
-    return child / parent if parent > 0 else 0.0
+def node_means(e: TreeEnsemble) -> np.ndarray:
+    """``[T*N, K]`` each node's cover-weighted mean leaf value (its leaf value at leaves),
+    bottom-up one level at a time."""
+    t, n = e.feature.shape
+    _, depth = _parents(e)
+    mean = e.value.reshape(t * n, -1).copy()
+    left, right = e.left.reshape(-1), e.right.reshape(-1)
+    base = np.repeat(np.arange(t) * n, n)
+    cover = e.cover.reshape(-1)
+    for d in range(int(depth.max()) - 1, -1, -1):
+        nodes = np.flatnonzero((depth == d) & (left >= 0))
+        li, ri = left[nodes] + base[nodes], right[nodes] + base[nodes]
+        wl, wr = cover[li][:, None], cover[ri][:, None]
+        total = wl + wr
+        mean[nodes] = np.where(total > 0, (wl * mean[li] + wr * mean[ri]) / np.where(total > 0, total, 1.0), 0.0)
+    return mean
 
 
-def decompose(e: TreeEnsemble) -> Paths:
-    """Split an ensemble into padded root-to-leaf paths with merged per-feature slots."""
+def decompose(e: TreeEnsemble, max_bytes: int | None = None, saabas: bool = False) -> Paths:
+    """Split an ensemble into padded root-to-leaf paths with merged per-feature slots.
+
+    Vectorised over all leaves of all trees: each leaf walks up to its root one level per step
+    (as many steps as the deepest leaf), collecting one entry per split; entries are then sorted
+    by (path, feature) and merged into slots with segment reductions.
+
+    Args:
+      e: the ensemble.
+      max_bytes: when given, a ``ValueError`` is raised before the path tables (about 64 bytes
+        per path and slot, host and device together) would take more than this.
+      saabas: also give each slot its Saabas attribution: the sum, over the slot's splits, of
+        the change ``E[child] - E[node]`` in the cover-weighted mean leaf value.
+    """
+    t, n = e.feature.shape
     k_out = e.n_outputs
-    rows = []  # (slots, value, output)
-    for t in range(e.n_trees):
-        outputs = [k for k in range(k_out) if np.any(e.value[t, :, k] != 0)] or [0]
-        for leaf, path in _leaf_paths(e, t):
-            slots: dict[int, list] = {}
-            for node, went_left in path:
-                f = int(e.feature[t, node])
-                thr = float(e.threshold[t, node])
-                child = e.left[t, node] if went_left else e.right[t, node]
-                code = int(e.missing[t, node])
-                s = slots.setdefault(f, [-np.inf, np.inf, True, code == MISSING_ZERO, True, 1.0, code])
-                if (code == MISSING_ZERO) != s[3]:
-                    raise ValueError("Mixed LightGBM missing-value types on one feature are not supported.")
-                if went_left:
-                    s[1] = min(s[1], thr)
-                else:
-                    s[0] = max(s[0], thr)
-                default_way = bool(e.default_left[t, node]) == went_left
-                zero_way = (0.0 <= thr) == went_left
-                s[2] &= zero_way if code == MISSING_AS_ZERO else default_way  # where a NaN goes
-                s[4] &= default_way if code == MISSING_ZERO else zero_way  # where a zero goes
-                s[5] *= _ratio(float(e.cover[t, child]), float(e.cover[t, node]))
-            for k in outputs:
-                rows.append((list(slots.items()), float(e.value[t, leaf, k]), k))
-    n_slots = max(1, max(len(r[0]) for r in rows))
-    p = len(rows)
-    feature = np.zeros((p, n_slots), np.int32)
-    lower = np.full((p, n_slots), -np.inf)
-    upper = np.full((p, n_slots), np.inf)
-    nan_ok = np.ones((p, n_slots), bool)
-    zero_missing = np.zeros((p, n_slots), bool)
-    zero_ok = np.ones((p, n_slots), bool)
-    zero_fraction = np.ones((p, n_slots))
-    for i, (slots, _, _) in enumerate(rows):
-        for u, (f, (lo, hi, nan, zmiss, zok, z, _)) in enumerate(slots):
-            feature[i, u], lower[i, u], upper[i, u] = f, lo, hi
-            nan_ok[i, u], zero_missing[i, u], zero_ok[i, u], zero_fraction[i, u] = nan, zmiss, zok, z
+    parent, depth = _parents(e)
+    feature = e.feature.reshape(-1)
+    leaves = np.flatnonzero((feature < 0) & (depth >= 0))
+    tree_of = leaves // n
+    # outputs each tree writes to: one path per (leaf, output)
+    writes = np.any(e.value != 0, axis=1)  # [T, K]
+    writes[~writes.any(axis=1), 0] = True
+    leaf_rep, out_rep = np.nonzero(writes[tree_of])  # leaf index into `leaves`, output
+    n_entries = int(depth[leaves].sum())
+
+    def check(n_cells: float, what: str) -> None:
+        if max_bytes is not None and 64 * n_cells > max_bytes:
+            raise ValueError(
+                f"The model's path tables ({leaf_rep.size} root-to-leaf paths, {what}) need about "
+                f"{64 * n_cells / 2**20:.0f} MiB, more than memory_budget={max_bytes} bytes allows; raise "
+                "`memory_budget`, or explain fewer or shallower trees (e.g. with `tree_limit`)."
+            )
+
+    check(n_entries * leaf_rep.size / max(1, leaves.size), f"{n_entries} splits")
+    # entries: (leaf, node, went_left, child) for every split on every leaf's path
+    depths = depth[leaves]
+    leaf_of = np.repeat(np.arange(leaves.size), depths)
+    child = np.empty(n_entries, np.int64)
+    offsets = np.concatenate([[0], np.cumsum(depths)])
+    cur = leaves.copy()
+    alive = np.arange(leaves.size)
+    step = 0
+    while alive.size:
+        child[offsets[alive] + step] = cur[alive]
+        cur[alive] = parent[cur[alive]]
+        step += 1
+        alive = alive[depths[alive] > step]
+    node = parent[child]
+    base = node - node % n
+    went_left = e.left.reshape(-1)[node] + base == child
+    f = feature[node].astype(np.int64)
+    thr = e.threshold.reshape(-1)[node]
+    code = e.missing.reshape(-1)[node]
+    default_way = e.default_left.reshape(-1)[node] == went_left
+    zero_way = (0.0 <= thr) == went_left
+    nan_ok = np.where(code == MISSING_AS_ZERO, zero_way, default_way)
+    zero_ok = np.where(code == MISSING_ZERO, default_way, zero_way)
+    zmiss = code == MISSING_ZERO
+    cover = e.cover.reshape(-1)
+    cn = cover[node]
+    z = np.where(cn > 0, cover[child] / np.where(cn > 0, cn, 1.0), 0.0)
+    is_cat = code == MISSING_CATEGORICAL
+    lo = np.where(went_left | is_cat, -np.inf, thr)
+    hi = np.where(went_left & ~is_cat, thr, np.inf)
+    zero_ok = np.where(is_cat, True, zero_ok)
+    has_cat = e.cat_left is not None and bool(is_cat.any())
+    if has_cat:
+        words = e.cat_left.reshape(t * n, -1)[node]  # [E, W]
+        allowed = np.where(is_cat[:, None], np.where(went_left[:, None], words, ~words), np.uint32(0xFFFFFFFF))
+        invalid_left = e.cat_invalid_left.reshape(-1)[node]
+        invalid_ok = ~is_cat | (invalid_left == went_left)
+    # merge entries of one path on one feature into a slot
+    order = np.lexsort((f, leaf_of))
+    key_leaf, key_f = leaf_of[order], f[order]
+    first = np.ones(order.size, bool)
+    first[1:] = (key_leaf[1:] != key_leaf[:-1]) | (key_f[1:] != key_f[:-1])
+    starts = np.flatnonzero(first)
+    if starts.size:
+        s_lo = np.maximum.reduceat(lo[order], starts)
+        s_hi = np.minimum.reduceat(hi[order], starts)
+        s_nan = np.logical_and.reduceat(nan_ok[order], starts)
+        s_zok = np.logical_and.reduceat(zero_ok[order], starts)
+        s_zmiss = np.logical_or.reduceat(zmiss[order], starts)
+        if np.any(s_zmiss != np.logical_and.reduceat(zmiss[order], starts)):
+            raise ValueError("Mixed LightGBM missing-value types on one feature are not supported.")
+        s_z = np.multiply.reduceat(z[order], starts)
+        if has_cat:
+            s_cat = np.logical_or.reduceat(is_cat[order], starts)
+            s_words = np.bitwise_and.reduceat(allowed[order], starts, axis=0)
+            s_invalid = np.logical_and.reduceat(invalid_ok[order], starts)
+        if saabas:
+            mean = node_means(e)
+            s_delta = np.add.reduceat((mean[child] - mean[node])[order], starts, axis=0)  # [S, K]
+    else:
+        s_lo = s_hi = s_z = np.zeros(0)
+        s_nan = s_zok = s_zmiss = np.zeros(0, bool)
+    s_leaf, s_f = key_leaf[starts], key_f[starts]
+    length = np.bincount(s_leaf, minlength=leaves.size)
+    slot_pos = np.arange(starts.size) - np.concatenate([[0], np.cumsum(length)])[s_leaf]
+    n_slots = max(1, int(length.max()) if length.size else 1)
+    check(leaf_rep.size * n_slots, f"up to {n_slots} distinct features each")
+
+    def table(values, fill, dtype):
+        a = np.full((leaves.size, n_slots), fill, dtype)
+        a[s_leaf, slot_pos] = values
+        return a[leaf_rep]
+
+    value = e.value.reshape(t * n, k_out)[leaves[leaf_rep], out_rep]
+    deltas = None
+    if saabas:
+        full = np.zeros((leaves.size, n_slots, k_out))
+        if starts.size:
+            full[s_leaf, slot_pos] = s_delta
+        deltas = full[leaf_rep, :, out_rep]
+    cats = {}
+    if has_cat:
+        w = allowed.shape[1]
+        words_table = np.full((leaves.size, n_slots, w), 0xFFFFFFFF, np.uint32)
+        words_table[s_leaf, slot_pos] = s_words
+        cats = dict(cat=table(s_cat, False, bool), cat_words=words_table[leaf_rep],
+                    cat_invalid_ok=table(s_invalid, True, bool))
     return Paths(
-        feature, lower, upper, nan_ok, zero_missing, zero_ok, zero_fraction,
-        np.asarray([r[1] for r in rows]), np.asarray([r[2] for r in rows], np.int32),
-        e.base.copy(), e.n_features, k_out, np.asarray([len(r[0]) for r in rows], np.int32),
+        table(s_f, 0, np.int32), table(s_lo, -np.inf, np.float64), table(s_hi, np.inf, np.float64),
+        table(s_nan, True, bool), table(s_zmiss, False, bool), table(s_zok, True, bool),
+        table(s_z, 1.0, np.float64), value.astype(np.float64), out_rep.astype(np.int32),
+        e.base.copy(), e.n_features, k_out, length[leaf_rep].astype(np.int32), deltas, **cats,
     )
 
 
@@ -161,7 +280,19 @@ def slot_arrays(paths: Paths, dtype) -> dict:
         "zero_missing": paths.zero_missing,
         "zero_ok": paths.zero_ok,
     }
+    if paths.cat is not None:
+        host.update(cat=paths.cat, cat_words=paths.cat_words, cat_invalid_ok=paths.cat_invalid_ok)
     return {name: jax.device_put(a) for name, a in host.items()}
+
+
+def _category_follows(words, invalid_ok, v, xp):
+    """Set membership of category codes ``v`` (NaN already handled) in ``words [..., W]``."""
+    n_bits = 32 * words.shape[-1]
+    valid = (v >= 0) & (v < n_bits)
+    code = xp.where(valid, v, 0).astype(xp.int32)
+    word = xp.take_along_axis(words, (code // 32)[..., None], axis=-1)[..., 0]
+    bit = (word >> (code % 32).astype(xp.uint32)) & xp.uint32(1)
+    return xp.where(valid, bit == 1, invalid_ok)
 
 
 def follows(slots: dict, x: jax.Array) -> jax.Array:
@@ -170,6 +301,9 @@ def follows(slots: dict, x: jax.Array) -> jax.Array:
     nan = jnp.isnan(v)
     zero = slots["zero_missing"] & (jnp.abs(v) <= ZERO_THRESHOLD)
     inside = (v > slots["lower"]) & (v <= slots["upper"])
+    if "cat" in slots:
+        vc = jnp.where(nan, 0.0, v)
+        inside = jnp.where(slots["cat"], _category_follows(slots["cat_words"], slots["cat_invalid_ok"], vc, jnp), inside)
     return jnp.where(nan, slots["nan_ok"], jnp.where(zero, slots["zero_ok"], inside))
 
 
@@ -182,6 +316,10 @@ def follows_host(paths: Paths, X: np.ndarray) -> np.ndarray:
     zero = paths.zero_missing & (np.abs(np.where(nan, 0, v)) <= ZERO_THRESHOLD)
     with np.errstate(invalid="ignore"):
         inside = (v > lower) & (v <= upper)
+    if paths.cat is not None:
+        vc = np.where(nan, 0.0, v)
+        words = np.broadcast_to(paths.cat_words, v.shape + paths.cat_words.shape[-1:])
+        inside = np.where(paths.cat, _category_follows(words, paths.cat_invalid_ok, vc, np), inside)
     return np.where(nan, paths.nan_ok, np.where(zero, paths.zero_ok, inside))
 
 

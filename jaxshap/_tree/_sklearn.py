@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ._ensemble import Tree, TreeEnsemble, make_tree, one_hot_values, stack_trees
-
-
-def _round_down_threshold(t: np.ndarray) -> np.ndarray:
-    """scikit-learn compares float32 inputs with float64 thresholds; rounding the threshold
-    down to float32 keeps ``x <= t`` identical for every float32 ``x``."""
-    t = np.asarray(t, dtype=np.float64)
-    t32 = t.astype(np.float32)
-    t32 = np.where(t32.astype(np.float64) > t, np.nextafter(t32, np.float32(-np.inf)), t32)
-    return t32.astype(np.float64)
 
 
 def _sk_tree(tree, values: np.ndarray) -> Tree:
@@ -23,7 +16,7 @@ def _sk_tree(tree, values: np.ndarray) -> Tree:
     default_left = np.zeros(n, dtype=bool) if missing_left is None else np.asarray(missing_left, dtype=bool)
     return make_tree(
         tree.feature,
-        _round_down_threshold(tree.threshold),
+        tree.threshold,
         tree.children_left,
         tree.children_right,
         default_left,
@@ -50,6 +43,31 @@ def _is_classifier(model) -> bool:
 
 
 def load_sklearn(model) -> TreeEnsemble:
+    """Read a fitted scikit-learn tree model, with the precision and output link it predicts with.
+
+    Classic trees (decision trees, forests, gradient boosting) compare float32 inputs with
+    float64 thresholds; histogram gradient boosting compares float64 inputs.
+    """
+    e = _load(model)
+    name = type(model).__name__
+    precision = np.float64 if name.startswith("HistGradientBoosting") else np.float32
+    link = loss = None
+    if name == "IsolationForest":
+        return dataclasses.replace(e, precision=precision)
+    if name.startswith(("GradientBoosting", "HistGradientBoosting")):
+        if _is_classifier(model):
+            link = "logistic" if e.n_outputs == 1 else "softmax"
+            loss = "binary_crossentropy" if e.n_outputs == 1 else "multiclass_crossentropy"
+        elif getattr(model, "loss", None) in ("squared_error", "ls"):
+            link, loss = "identity", "squared_error"
+    elif _is_classifier(model):
+        link = "identity"  # trees and forests already output class probabilities
+    elif getattr(model, "criterion", None) == "squared_error":
+        link, loss = "identity", "squared_error"
+    return dataclasses.replace(e, precision=precision, link=link, loss=loss)
+
+
+def _load(model) -> TreeEnsemble:
     """Read a fitted scikit-learn tree model.
 
     Decision trees and forests explain what ``predict`` (regressors) or ``predict_proba``
@@ -100,9 +118,54 @@ def load_sklearn(model) -> TreeEnsemble:
                 v = np.where(leaf, nd["value"], 0.0)
                 trees.append(
                     make_tree(
-                        nd["feature_idx"], _round_down_threshold(nd["num_threshold"]), left, right,
+                        nd["feature_idx"], nd["num_threshold"], left, right,
                         nd["missing_go_to_left"].astype(bool), one_hot_values(v, j, k), nd["count"],
                     )
                 )
         return stack_trees(trees, base, n_features, name)
+    if name == "IsolationForest":
+        return _load_isolation_forest(model, n_features)
     raise TypeError(f"Unsupported scikit-learn model {name}.")
+
+
+def _average_path_length(n: np.ndarray) -> np.ndarray:
+    """``c(n)``: the mean path length of an unsuccessful search in a binary search tree of ``n``
+    points (Liu et al. 2008, "Isolation forest"): ``2 (ln(n-1) + gamma) - 2 (n-1)/n``, with
+    ``c(1) = 0`` and ``c(2) = 1``."""
+    n = np.asarray(n, dtype=np.float64)
+    safe = np.maximum(n, 3.0)
+    c = 2.0 * (np.log(safe - 1.0) + np.euler_gamma) - 2.0 * (safe - 1.0) / safe
+    return np.where(n <= 1, 0.0, np.where(n == 2, 1.0, c))
+
+
+def _node_depths(tree) -> np.ndarray:
+    """Depth of every node (root 0), level by level."""
+    depth = np.zeros(tree.node_count, dtype=np.int64)
+    left, right = tree.children_left, tree.children_right
+    frontier = np.asarray([0])
+    d = 0
+    while frontier.size:
+        depth[frontier] = d
+        inner = frontier[left[frontier] >= 0]
+        frontier = np.concatenate([left[inner], right[inner]])
+        d += 1
+    return depth
+
+
+def _load_isolation_forest(model, n_features: int) -> TreeEnsemble:
+    """An isolation forest explains its mean path length ``E[h(x)]`` over the trees, the
+    quantity its anomaly score ``score_samples = -2 ** (-E[h(x)] / c(max_samples))`` is a
+    monotone function of (as shap does): a leaf at depth ``d`` holding ``n`` training points
+    has path length ``d + c(n)``. Each tree's features are mapped back through
+    ``estimators_features_``."""
+    trees = []
+    n_trees = len(model.estimators_)
+    for est, feats in zip(model.estimators_, model.estimators_features_):
+        tr = est.tree_
+        h = _node_depths(tr) + _average_path_length(tr.n_node_samples)
+        leaf = tr.children_left < 0
+        values = np.where(leaf, h, 0.0)[:, None] / n_trees
+        t = _sk_tree(tr, values)
+        t.feature = np.where(t.feature >= 0, np.asarray(feats)[np.maximum(t.feature, 0)], -1).astype(np.int32)
+        trees.append(t)
+    return stack_trees(trees, np.zeros(1), n_features, "IsolationForest")

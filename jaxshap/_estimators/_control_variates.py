@@ -1,0 +1,97 @@
+r"""Odd-order Fourier (Walsh) control variates for KernelSHAP, as features or as a kernel.
+
+With :math:`u = 2 z - 1 \in \{-1, 1\}^M` the signed coalition indicator, a game is a sum of Walsh
+terms :math:`u_T = \prod_{j \in T} u_j`. An even-order term has no Shapley value; an odd one of
+order :math:`k` gives :math:`2 / k` to each member of :math:`T`. Complementary pairs cancel the
+even part of the game and the efficiency-constrained regression fits the first-order part
+exactly, so the sampling error of paired KernelSHAP comes from the odd terms of order 3, 5, ...
+
+Each such term enters the regression through its *residualised* form
+
+.. math::
+
+    r_T(S) = u_T(S) - \frac1k \sum_{j \in T} u_j(S) ,
+
+the part of :math:`u_T` that its own Shapley values leave unexplained (zero at the empty and full
+coalitions, and kernel-orthogonal to the additive fit over all coalitions, so its coefficient
+does not move the estimand; over a sample it is a control variate).
+
+There are :math:`\binom Mk` of them. Ridge regression on all of them with one penalty
+:math:`\lambda_k` per order is the same as generalised least squares whose extra covariance is
+the kernel :math:`K(S, S') = \sum_k \lambda_k^{-1} \sum_{|T| = k} r_T(S) r_T(S')` (a Gaussian
+prior on the coefficients). For sign vectors that kernel has a closed form in three numbers, the
+inner product :math:`p = u \cdot u'` and the sums :math:`s = \sum u`, :math:`s' = \sum u'`, so
+it costs :math:`O(M)` per pair of coalitions whatever the order (:func:`odd_kernel`). This is the
+kernel form of the polynomial (k-additive) view of KernelSHAP (Pelegrina et al., 2023; Fumagalli
+et al., 2025, "PolySHAP") restricted to odd orders, which paired sampling makes sufficient
+(the point of OddSHAP), used as a regression adjustment (Witter et al., 2025, "Regression-adjusted
+Monte Carlo estimators for Shapley values and probabilistic values").
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import jax.numpy as jnp
+import numpy as np
+
+from ._precision import full_precision
+
+
+@full_precision
+def walsh_controls(masks, order: int, dtype):
+    r"""The residualised Walsh terms :math:`r_T` of one odd ``order``, ``[C, C(M, order)]`` (explicit).
+
+    Used for small ``M`` (the explicit columns are then cheaper than the kernel) and by the tests.
+    """
+    m = masks.shape[-1]
+    sets = np.array(list(itertools.combinations(range(m), order)), dtype=np.int32).reshape(-1, order)
+    u = 2.0 * masks.astype(dtype) - 1.0
+    cols = u[:, sets]  # [C, T, k]
+    return jnp.prod(cols, axis=-1) - cols.sum(-1) / order
+
+
+def _esym(t, n: int, k: int):
+    r"""Elementary symmetric polynomial :math:`e_k` of ``n`` signs summing to ``t`` (elementwise).
+
+    Newton's identities with the power sums of signs: :math:`p_i = t` for odd ``i`` and ``n`` for even ``i``.
+    """
+    e = [jnp.ones_like(t)]
+    for j in range(1, k + 1):
+        acc = jnp.zeros_like(t)
+        for i in range(1, j + 1):
+            p = t if i % 2 else jnp.full_like(t, float(n))
+            acc = acc + (-1) ** (i - 1) * e[j - i] * p
+        e.append(acc / j)
+    return e[k]
+
+
+@full_precision
+def odd_kernel(ua, ub, order: int):
+    r"""``sum_{|T| = order} r_T(a) r_T(b)`` for sign matrices ``ua [A, M]``, ``ub [B, M]``: ``[A, B]``.
+
+    With :math:`p = u_a \cdot u_b`, :math:`s_a, s_b` the row sums and :math:`F(t)` the elementary
+    symmetric polynomial :math:`e_{k-1}` of ``M - 1`` signs summing to ``t``:
+
+    .. math::
+
+        \sum_T u_T(a) u_T(b) = e_k(u_a \circ u_b), \qquad
+        \sum_T u_T(a) \sum_{j \in T} u_j(b) = \tfrac{s_b + p}2 F(s_a - 1) - \tfrac{s_b - p}2 F(s_a + 1),
+
+        \sum_T \sum_{i \in T} u_i(a) \sum_{j \in T} u_j(b) = \tbinom{M-1}{k-1} p + \tbinom{M-2}{k-2} (s_a s_b - p),
+
+    and :math:`e_k(u_a \circ u_b)` depends only on ``p`` (:func:`_esym`).
+    """
+    m, k = ua.shape[-1], order
+    p = ua @ ub.T
+    sa, sb = ua.sum(-1)[:, None], ub.sum(-1)[None, :]
+    cross_ab = 0.5 * (sb + p) * _esym(sa - 1.0, m - 1, k - 1) - 0.5 * (sb - p) * _esym(sa + 1.0, m - 1, k - 1)
+    cross_ba = 0.5 * (sa + p) * _esym(sb - 1.0, m - 1, k - 1) - 0.5 * (sa - p) * _esym(sb + 1.0, m - 1, k - 1)
+    linear = math.comb(m - 1, k - 1) * p + math.comb(m - 2, k - 2) * (sa * sb - p)
+    return _esym(p, m, k) - (cross_ab + cross_ba) / k + linear / k**2
+
+
+def n_controls(n_features: int, order: int) -> int:
+    """Number of Walsh terms of one order: ``C(M, order)``."""
+    return math.comb(n_features, order)

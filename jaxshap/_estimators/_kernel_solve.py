@@ -1,0 +1,265 @@
+r"""The KernelSHAP solve as a linear operator of the coalition values, built once per design.
+
+The constrained Shapley regression (see :func:`jaxshap.estimators.kernel_solve`) and its
+control variates depend on the coalition values only through the right-hand side: for fixed
+coalitions and weights the estimate is :math:`\hat\phi = \Delta / M + G r` with ``G [M, C]``
+fixed and ``r`` the centred values of one row. :func:`kernel_operator` factorises the design once
+(its cost does not depend on the rows); :func:`apply_operator` then costs two matrix products
+per row. When the explainer shares one draw of coalitions among all rows (the default) every
+row reuses the same operator.
+
+**Standard error.** The estimator is linear in the values, so its error is :math:`G e` with
+``e`` the residual of the fit; each coalition contributes :math:`\psi_S = G_{:, S}\, e_S` and the
+variance is the stratified design variance of the sum of the :math:`\psi` over the sampling units
+of the plan (complementary pairs). This is the sandwich (linearisation) variance of the joint
+regression, first-order and control coefficients together. Fitted residuals are shrunk by the
+fit, badly so when the controls' effective number of parameters approaches the number of
+sampled pairs, so each sampling unit's residuals are replaced by its leave-one-unit-out
+residuals, :math:`\tilde e_u = e_u / (1 - A_{uu})` with :math:`A` the hat matrix of the whole
+(ridge) fit; then :math:`G_{:, u} \tilde e_u` is exactly the change of the estimate when the unit is
+left out, and the variance is the (stratified) jackknife variance (the unit-level HC3 correction
+of MacKinnon & White, 1985; Efron & Stein, 1981).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.linalg import cho_factor, cho_solve
+
+from ._control_variates import odd_kernel, walsh_controls
+from ._precision import full_precision
+
+SMALL_RIDGE = 1e-3
+"""Ridge (relative to the mean curvature) of plans whose budget does not identify the regression:
+it pulls the estimate toward the equal split ``Delta / M`` in the directions the sample misses."""
+
+MIN_PIVOT = 1e-4
+"""Floor on ``1 - h`` of a row (a row the fit interpolates exactly would otherwise give an
+unbounded leave-one-out residual)."""
+
+
+class KernelOperator(NamedTuple):
+    """The solve of one design (a pytree of arrays), on *rows*: complementary pairs and singles.
+
+    Every design column (the projected indicators and the odd controls) changes sign under
+    complementation, so a pair ``(S, N \\ S)`` with weights ``w_1, w_2`` enters the weighted fit
+    exactly as one row ``x_S`` of weight ``w_1 + w_2`` whose response is the weighted odd part
+    ``o = (w_1 r_S - w_2 r_{N \\ S}) / (w_1 + w_2)``; unpaired coalitions are rows of their own.
+    This halves every factorisation, and the even part of the game never enters.
+
+    Attributes:
+      first, second: ``[U]`` the coalitions of each row (equal for singles).
+      a, b: ``[U]`` the row's response is ``a r[first] + b r[second]``.
+      unit: ``[U]`` the plan's sampling unit of each row (for the variance).
+      phi: ``[M, U]`` ``G``: the first-order estimate is ``Delta / M + G o``.
+      basis, solve, weight: the residual ``e = o - basis (solve (basis^T (weight o)))`` (first-order
+        fit or explicit controls), or ``None``.
+      resid: ``[U, U]`` the residual operator of the kernel form, or ``None``.
+      inflate: ``[U]`` ``1 / (1 - h_u)``: the leave-one-row-out correction.
+      frac: ``[C]`` ``|S| / M``.
+    """
+
+    first: jax.Array
+    second: jax.Array
+    a: jax.Array
+    b: jax.Array
+    unit: jax.Array
+    phi: jax.Array
+    basis: jax.Array | None
+    solve: jax.Array | None
+    weight: jax.Array | None
+    resid: jax.Array | None
+    inflate: jax.Array
+    frac: jax.Array
+
+
+def _safe_sqrt(x: jax.Array) -> jax.Array:
+    """``sqrt(max(x, 0))`` with a finite gradient at 0 (enumerated estimates have zero variance)."""
+    pos = x > 0
+    return jnp.where(pos, jnp.sqrt(jnp.where(pos, x, 1.0)), 0.0)
+
+
+def _centre(g: jax.Array) -> jax.Array:
+    """Remove the rounding error along ``1`` from ``G`` (exactly zero in exact arithmetic), so
+    that efficiency holds to float precision even for ill-conditioned designs."""
+    return g - g.mean(0, keepdims=True)
+
+
+def _inflation(one_minus_h: jax.Array) -> jax.Array:
+    return 1.0 / jnp.maximum(one_minus_h, MIN_PIVOT)
+
+
+@full_precision
+def kernel_operator(
+    masks: jax.Array,
+    weights: jax.Array,
+    controls: tuple[tuple[int, float], ...] = (),
+    *,
+    dtype=jnp.float32,
+    form: str = "auto",
+    ridge: float = 0.0,
+    rows: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+) -> KernelOperator:
+    r"""Factorise the constrained, kernel-weighted regression of one set of coalitions.
+
+    Without controls, with ``D = Z P`` (``P = I - 1 1^T / M``) and ``W`` the normalised weights,
+    ``G = (D^T W D + c 1 1^T)^{-1} D^T W`` (the ``1 1^T`` term only fixes the null direction).
+
+    With controls ``((k, rho_k), ...)``, every residualised Walsh term of order ``k``
+    (:mod:`._control_variates`) joins the regression with a ridge penalty
+    ``lambda_k = rho_k * tr(D^T W D) / M`` on its coefficient (``rho`` relative to the mean
+    curvature of the first-order block). Two equal forms: ``"primal"`` adds the
+    ``C(M, k)`` columns explicitly (cheap while they are fewer than the rows);
+    ``"dual"`` profiles them out as generalised least squares with covariance
+    ``W^{-1} + sum_k K_k / lambda_k`` (:func:`._control_variates.odd_kernel`), a ``U x U``
+    factorisation whatever ``M``. ``"auto"`` picks the cheaper.
+
+    Args:
+      masks: ``[C, M]`` boolean coalitions.
+      weights: ``[C]`` positive regression weights (rescaled to sum to one).
+      controls: ``((order, rho), ...)`` odd orders of at least 3 with their relative ridge.
+      dtype: floating dtype of the operator.
+      form: ``"auto"``, ``"primal"`` or ``"dual"``.
+      ridge: a ridge on the first-order block, relative to its mean curvature (0 unless the
+        budget is too small to identify the regression; see :data:`SMALL_RIDGE`).
+      rows: static ``(first, second, unit)`` of the rows (:func:`jaxshap.coalitions.plan_rows`);
+        by default every coalition is a row and a sampling unit of its own.
+    """
+    m = masks.shape[-1]
+    c = masks.shape[0]
+    if rows is None:
+        rows = (np.arange(c), np.arange(c), np.arange(c))
+    first, second, unit = (np.asarray(a) for a in rows)
+    paired = jnp.asarray(first != second)
+    z = masks.astype(dtype)
+    w = weights.astype(dtype)
+    w = w / w.sum()
+    frac = z.mean(-1)
+    w1, w2 = w[first], jnp.where(paired, w[second], 0.0)
+    wu = w1 + w2
+    a, b = w1 / wu, -w2 / wu
+    zu = z[first]
+    design = zu - frac[first][:, None]  # P z of each row's first coalition
+    curvature = jnp.einsum("u,um,um->", wu, design, design)  # tr(D^T W D)
+    null = curvature / (m * (m - 1))  # fixes the null direction 1
+    eye_ridge = ridge * curvature / m * jnp.eye(m, dtype=dtype)
+    controls = tuple((k, rho) for k, rho in controls if 3 <= k <= m)
+    n_rows = len(first)
+    lambdas = [rho * curvature / m for _, rho in controls]
+    n_cols = sum(math.comb(m, k) for k, _ in controls)
+    if form == "auto":
+        form = "primal" if m + n_cols <= n_rows else "dual"
+    if form not in ("primal", "dual"):
+        raise ValueError(f"`form` must be 'auto', 'primal' or 'dual'; got {form!r}.")
+    statics = (jnp.asarray(first), jnp.asarray(second), a, b, jnp.asarray(unit))
+    if not controls or form == "primal":
+        cols = [walsh_controls(masks[first], k, dtype) for k, _ in controls]
+        x = jnp.concatenate([design] + cols, axis=1) if cols else design
+        h = (x * wu[:, None]).T @ x
+        if cols:
+            pen = [jnp.full(col.shape[1], lam, dtype) for col, lam in zip(cols, lambdas)]
+            h = h + jnp.diag(jnp.concatenate([jnp.zeros(m, dtype)] + pen))
+        h = h.at[:m, :m].add(null + eye_ridge)
+        solve = cho_solve(cho_factor(h, lower=True), jnp.eye(h.shape[0], dtype=dtype))
+        g = _centre(solve[:m] @ (x * wu[:, None]).T)  # [M, U]
+        lev = wu * jnp.einsum("up,pq,uq->u", x, solve, x)
+        return KernelOperator(*statics, g, x, solve, wu, None, _inflation(1.0 - lev), frac)
+    u = 2.0 * zu - 1.0
+    ws = jnp.sqrt(wu)
+    kern = sum(odd_kernel(u, u, k) / lam for (k, _), lam in zip(controls, lambdas))
+    bmat = jnp.eye(n_rows, dtype=dtype) + ws[:, None] * kern * ws[None, :]
+    binv = cho_solve(cho_factor(bmat, lower=True), jnp.eye(n_rows, dtype=dtype))
+    zz = binv @ (ws[:, None] * design)  # B^{-1} W^{1/2} D
+    dt_dt = (ws[:, None] * design).T @ zz  # D^T W^{1/2} B^{-1} W^{1/2} D
+    inverse = cho_solve(cho_factor(dt_dt + null + eye_ridge, lower=True), jnp.eye(m, dtype=dtype))
+    g = _centre(inverse @ (zz * ws[:, None]).T)  # [M, U]
+    # e = W^{-1/2} B^{-1} W^{1/2} (o - D G o)
+    resid = (binv * ws[None, :]) / ws[:, None] - (zz / ws[:, None]) @ g
+    return KernelOperator(*statics, g, None, None, None, resid, _inflation(jnp.diagonal(resid)), frac)
+
+
+@full_precision
+def apply_operator(op: KernelOperator, plan, values, v_empty, v_full):
+    """Estimate and standard error of one game from its coalition values (``[C, K]``).
+
+    Args:
+      op: the design's :class:`KernelOperator`.
+      plan: the :class:`jaxshap.coalitions.KernelPlan` the coalitions were drawn with (its
+        sampling units and strata give the variance).
+      values: ``[C, K]`` values of the coalitions; ``v_empty``, ``v_full``: ``[K]``.
+
+    Returns:
+      ``(phi, stderr)``, both ``[M, K]``.
+    """
+    m = op.phi.shape[0]
+    dtype = values.dtype
+    delta = v_full - v_empty
+    r = values - v_empty - op.frac.astype(dtype)[:, None] * delta
+    o = op.a.astype(dtype)[:, None] * r[op.first] + op.b.astype(dtype)[:, None] * r[op.second]  # [U, K]
+    theta = op.phi.astype(dtype) @ o
+    phi = delta / m + theta
+    if op.resid is not None:
+        e = op.resid.astype(dtype) @ o
+    else:
+        basis = op.basis.astype(dtype)
+        e = o - basis @ (op.solve.astype(dtype) @ (basis.T @ (op.weight.astype(dtype)[:, None] * o)))
+    e = e * op.inflate.astype(dtype)[:, None]
+    psi = op.phi.T.astype(dtype)[:, :, None] * e[:, None, :]  # [U, M, K]
+    return phi, _safe_sqrt(design_variance(plan, psi, op.unit))
+
+
+@full_precision
+def design_variance(plan, psi: jax.Array, unit: jax.Array) -> jax.Array:
+    """Stratified design variance of ``sum_u psi_u`` over the plan's sampling units (``unit [U]`` of each ``psi_u``)."""
+    dtype = psi.dtype
+    n_units, n_groups = plan.unit_group.shape[0], plan.group_factor.shape[0]
+    totals = jax.ops.segment_sum(psi, unit, num_segments=n_units)
+    groups = jnp.asarray(plan.unit_group)
+    expand = (slice(None),) + (None,) * (psi.ndim - 1)
+    means = jax.ops.segment_sum(totals, groups, num_segments=n_groups) / jnp.asarray(plan.group_count, dtype)[expand]
+    means = means * jnp.asarray(plan.group_centred, dtype)[expand]
+    squares = jax.ops.segment_sum((totals - means[groups]) ** 2, groups, num_segments=n_groups)
+    return jnp.tensordot(jnp.asarray(plan.group_factor, dtype), squares, axes=1)
+
+
+@full_precision
+def plan_operators(plan, masks: jax.Array, weights: jax.Array, controls=(), *, dtype=jnp.float32):
+    """The operators of one draw of ``plan``: ``(op, check)`` for :func:`apply_plan`.
+
+    ``check`` is the first-order operator, kept only for pooled (small-budget) plans with
+    controls: there a handful of units cannot tell how much of the error the controls remove,
+    so the larger of the two standard errors is reported.
+    """
+    ridge = 0.0 if plan.identified else SMALL_RIDGE
+    rows = _rows(plan)
+    op = kernel_operator(masks, weights, tuple(controls), dtype=dtype, ridge=ridge, rows=rows)
+    check = None
+    if plan.pooled is not None and controls:
+        check = kernel_operator(masks, weights, (), dtype=dtype, ridge=ridge, rows=rows)
+    return op, check
+
+
+@full_precision
+def apply_plan(ops, plan, values, v_empty, v_full):
+    """``(phi, stderr)`` of one game from :func:`plan_operators`' operators (``values [C, K]``).
+
+    The standard error is infinite where the plan does not identify the regression.
+    """
+    op, check = ops
+    phi, stderr = apply_operator(op, plan, values, v_empty, v_full)
+    if check is not None:
+        stderr = jnp.maximum(stderr, apply_operator(check, plan, values, v_empty, v_full)[1])
+    if not plan.identified:
+        stderr = jnp.full_like(stderr, jnp.inf)
+    return phi, stderr
+
+
+def _rows(plan):
+    from .._coalitions._kernel_sampling import plan_rows
+
+    return plan_rows(plan)

@@ -1,0 +1,85 @@
+"""Reading the rows a tree model is explained on: arrays, DataFrames, DMatrix, sparse matrices.
+
+Every input becomes a float64 NumPy matrix with NaN for missing values, read the way the model's
+library reads it:
+
+* pandas DataFrames column by column: float, int and bool columns as numbers (``True`` is 1),
+  the nullable dtypes (``Float64``, ``Int64``, ``boolean``, ...) with ``pd.NA`` as missing,
+  categorical columns as their category codes (missing as NaN);
+* ``xgboost.DMatrix`` through its stored entries (absent entries are missing);
+* ``scipy.sparse`` matrices: absent entries are missing for XGBoost, zeros otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def _frame_to_numpy(df: Any, name: str) -> np.ndarray:
+    cols = []
+    for col in df.columns:
+        s = df[col]
+        dtype = s.dtype
+        if str(dtype) == "category":
+            codes = np.asarray(s.cat.codes, dtype=np.float64)
+            cols.append(np.where(codes < 0, np.nan, codes))
+            continue
+        try:
+            cols.append(s.to_numpy(dtype=np.float64, na_value=np.nan))
+        except (TypeError, ValueError) as err:
+            raise TypeError(
+                f"`{name}` column {col!r} has dtype {dtype} that is not numeric; pass numbers, booleans or a "
+                "pandas 'category' column (for a model trained with categorical features)."
+            ) from err
+    if not cols:
+        raise ValueError(f"`{name}` has no feature columns; pass an array of shape [rows, features].")
+    return np.stack(cols, axis=1)
+
+
+def _sparse_to_numpy(x: Any, fill: float) -> np.ndarray:
+    csr = x.tocsr()
+    out = np.full(csr.shape, fill, dtype=np.float64)
+    rows = np.repeat(np.arange(csr.shape[0]), np.diff(csr.indptr))
+    out[rows, csr.indices] = csr.data
+    return out
+
+
+def host_rows(x: Any, name: str, *, sparse_missing: bool) -> tuple[np.ndarray, list[str] | None]:
+    """``x`` as a float64 matrix ``[n, M]`` (a single row ``[M]`` is promoted) and its column
+    names when it has them.
+
+    Raises:
+      TypeError: for input that cannot be read as numbers (naming the argument and column).
+      ValueError: for input that is not one- or two-dimensional.
+    """
+    names = None
+    module = type(x).__module__ or ""
+    if module.startswith("xgboost") and type(x).__name__ in ("DMatrix", "QuantileDMatrix"):
+        if x.feature_names is not None:
+            names = list(x.feature_names)
+        out = _sparse_to_numpy(x.get_data(), np.nan)
+    elif hasattr(x, "tocsr") and hasattr(x, "nnz"):  # scipy.sparse matrix or array
+        out = _sparse_to_numpy(x, np.nan if sparse_missing else 0.0)
+    elif hasattr(x, "columns") and hasattr(x, "dtypes") and hasattr(x, "to_numpy"):
+        names = [str(c) for c in x.columns]
+        out = _frame_to_numpy(x, name)
+    else:
+        try:
+            out = np.asarray(x)
+        except Exception as err:  # pragma: no cover - depends on the object
+            raise TypeError(f"`{name}` must be an array-like of numbers; got {type(x).__name__}.") from err
+        if not (np.issubdtype(out.dtype, np.number) or np.issubdtype(out.dtype, np.bool_)):
+            raise TypeError(
+                f"`{name}` must hold numbers; got dtype {out.dtype}. Pass a DataFrame with 'category' "
+                "columns for categorical features, or encode them as numbers."
+            )
+        out = out.astype(np.float64)
+    if out.ndim == 1:
+        out = out[None, :]
+    if out.ndim != 2:
+        raise ValueError(f"`{name}` must be a 2-D array of shape [rows, features]; got shape {out.shape}.")
+    if out.shape[1] == 0:
+        raise ValueError(f"`{name}` has no feature columns; pass an array of shape [rows, features].")
+    return out, names

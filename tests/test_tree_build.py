@@ -1,0 +1,67 @@
+"""Building a TreeExplainer: vectorised path tables, deep trees, the memory guard.
+
+Oracles: the per-pattern kernels (``path_shapley``, the pair closed form) evaluated pattern by
+pattern, the library's own predictions (efficiency) and brute force over the path-dependent game.
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+import jaxshap
+
+xgb = pytest.importorskip("xgboost")
+
+from jaxshap._tree._import import import_model  # noqa: E402
+from jaxshap._tree._interventional import interventional_tables_host, pattern_table  # noqa: E402
+from jaxshap._tree._path_dependent import path_shapley, path_tables_host  # noqa: E402
+from jaxshap._tree._paths import decompose  # noqa: E402
+
+
+@pytest.mark.parametrize("u", [1, 2, 4, 6])
+def test_tables_equal_pattern_by_pattern_kernels(u):
+    rng = np.random.default_rng(u)
+    p, b = 5, 37
+    z = rng.random((p, u))
+    z[0, 0] = 0.0  # a zero fraction (a child with no cover)
+    bits = ((np.arange(2**u)[:, None] >> np.arange(u)) & 1).astype(bool)
+    per_pattern = jax.jit(jax.vmap(jax.vmap(path_shapley, (None, 0)), (0, None)))
+    direct = np.asarray(per_pattern(z.astype(np.float32), bits))
+    np.testing.assert_allclose(path_tables_host(z, max_chunk_bytes=1), direct, rtol=2e-5, atol=1e-6)
+    codes = rng.integers(0, 2**u, size=(b, p))
+    pair = pattern_table(u, np.float64)
+    expected = np.stack([pair[:, codes[:, i], :].mean(1) for i in range(p)])
+    np.testing.assert_allclose(interventional_tables_host(codes, u, max_chunk_bytes=1), expected, rtol=0, atol=1e-14)
+
+
+def _deep_model():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 14)).astype(np.float32)
+    y = X.sum(1) + np.sin(5 * X[:, 0]) * X[:, 1] + rng.normal(size=400)
+    model = xgb.XGBRegressor(n_estimators=2, max_depth=20, min_child_weight=0, reg_lambda=0.0, random_state=0)
+    return model.fit(X, y), X
+
+
+def test_depth_up_to_20_works_both_modes():
+    model, X = _deep_model()
+    paths = decompose(import_model(model))
+    assert paths.length.max() > 10  # some paths are evaluated directly, not tabulated
+    rows = X[:4]
+    margin = model.predict(rows, output_margin=True)
+    contribs = model.get_booster().predict(xgb.DMatrix(rows), pred_contribs=True)
+    for data in (None, X[200:208]):
+        ex = jaxshap.TreeExplainer(model, data)
+        assert not all(ex._group_tabled)
+        expl = ex(rows)
+        total = np.asarray(expl.values, np.float64).sum(1) + np.asarray(expl.base_values)
+        np.testing.assert_allclose(total, margin, rtol=0, atol=5e-5)
+        if data is None:
+            np.testing.assert_allclose(np.asarray(expl.values), contribs[:, :-1], rtol=1e-3, atol=5e-5)
+
+
+def test_path_tables_past_the_memory_budget_raise_a_clear_error():
+    model, X = _deep_model()
+    with pytest.raises(ValueError, match="memory_budget"):
+        decompose(import_model(model), max_bytes=10_000)
