@@ -12,6 +12,7 @@ from .._runtime._chunking import DEFAULT_MEMORY_BUDGET, map_chunks
 from .._runtime._explainer import Explainer
 from .._runtime._inputs import is_traced
 from .._estimators._kernel import kernel_shapley, third_order_ridge
+from .._runtime._links import link_function
 from .._estimators._kernel_solve import apply_plan, plan_operators
 from .._coalitions._kernel_sampling import SAMPLERS, kernel_plan, min_coalitions, sample_coalitions
 from .._coalitions._kernel_sampling import max_coalitions as all_coalitions
@@ -209,10 +210,10 @@ class KernelExplainer(Explainer):
         dtype = jnp.dtype(masker.dtype)
         ops = plan_operators(plan, masks, weights, self.controls, dtype=dtype)
         every = jnp.concatenate([jnp.zeros((1, m), bool), jnp.ones((1, m), bool), masks], axis=0)
-        f = self.model.fn
+        f, link = self.model.fn, link_function(self.link)
 
         def one_row(x):
-            v = map_chunks(lambda part: masker.coalition_values(f, x, part), every, coalitions_per_chunk)
+            v = link(map_chunks(lambda part: masker.coalition_values(f, x, part), every, coalitions_per_chunk))
             tail = v.shape[1:]
             flat = v.reshape(v.shape[0], -1)
             phi, stderr = apply_plan(ops, plan, flat[2:], flat[0], flat[1])
