@@ -9,6 +9,7 @@ Public API (everything else is private):
 * Result: :class:`Explanation`.
 * Interactions and effects: :func:`partial_dependence` (:class:`PartialDependence`),
   :func:`h_statistic` (:class:`HStatistics`), :func:`functional_anova` (:class:`FunctionalANOVA`).
+* Runtime: :func:`enable_compilation_cache` (JAX's persistent compilation cache, one switch).
 * Submodules: :mod:`jaxshap.maskers` (value functions), :mod:`jaxshap.estimators` (estimator
   kernels on any value function), :mod:`jaxshap.coalitions` (masks, weights, sampling),
   :mod:`jaxshap.datasets` (data shipped with the package), :mod:`jaxshap.plots` (shap's plots
@@ -17,6 +18,7 @@ Public API (everything else is private):
 
 from . import coalitions, datasets, estimators, maskers, plots
 from ._explainers._amortized import AmortizedExplainer
+from ._runtime._cache import enable_compilation_cache
 from ._runtime._chunking import DEFAULT_MEMORY_BUDGET
 from ._explainers._auto import Explainer
 from ._explainers._exact import ExactExplainer
@@ -48,6 +50,7 @@ __all__ = [
     "TreeExplainer",
     "coalitions",
     "datasets",
+    "enable_compilation_cache",
     "estimators",
     "functional_anova",
     "h_statistic",

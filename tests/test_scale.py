@@ -13,6 +13,7 @@ import pytest
 
 import jaxshap
 import jaxshap._runtime._chunking as chunking
+from jaxshap._runtime._program import Plan, block_program
 from jaxshap._runtime._progress import ProgressBar
 from oracle import interventional_shapley
 
@@ -86,7 +87,8 @@ def test_compiled_working_set_does_not_grow_with_rows(explainers):
     temp = {}
     for n in (256, 4096):
         rows, coalitions = ex._plan(n)
-        program = ex._block.lower(ex.masker, jnp.zeros((n, M)), jax.random.key(0), 0, 0, n, rows, coalitions, None)
+        plan = Plan(rows, coalitions)
+        program = block_program.lower(ex, jnp.zeros((n, M)), jax.random.key(0), 0, 0, n, plan)
         temp[n] = program.compile().memory_analysis().temp_size_in_bytes
     per_row_io = 4 * (M + M + 1) + 8  # a row, its values, its base value, its key
     per_row_evals = 2**M * N_BG * 4 * M  # what one row's coalition inputs alone would take
@@ -222,8 +224,9 @@ def test_rows_sharded_over_four_devices_match_one_device():
             assert e.values.sharding.spec[0] == "batch", e.values.sharding
             assert len({s.device for s in e.values.addressable_shards}) == 4
             close(np.asarray(e.values), one[:40])
-            hlo = ex._block.lower(ex.masker, Xs, jax.random.key(5), 0, 0, 10, 10, 16,
-                                  jaxshap._runtime._sharding.row_mesh(Xs, None)).compile().as_text()
+            from jaxshap._runtime._program import Plan, block_program
+            plan = Plan(10, 16, None, jaxshap._runtime._sharding.row_mesh(Xs, None))
+            hlo = block_program.lower(ex, Xs, jax.random.key(5), 0, 0, 40, plan).compile().as_text()
             assert not any(op in hlo for op in ("all-gather", "all-reduce", "all-to-all", "collective-permute"))
             # blocks (progress) on sharded rows
             chunking.BLOCK_EVALS, chunking.TARGET_BLOCKS = 1, 4

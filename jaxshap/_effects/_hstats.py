@@ -28,6 +28,7 @@ import numpy as np
 
 from .._runtime._chunking import DEFAULT_MEMORY_BUDGET
 from .._runtime._inputs import check_finite_outputs
+from .._runtime._inputs import output_names as names_of_outputs
 from .._runtime._model import Model, wrap_model
 from ._partial_dependence import (
     MIXED_ROWS_HINT,
@@ -62,6 +63,7 @@ def centred_pds(
     masks: np.ndarray,
     memory_budget: int,
     then: Callable | None = None,
+    then_args: Any = None,
     row_ids: Any = None,
 ):
     """Predictions and partial dependences at the rows, all centred over the rows.
@@ -71,8 +73,10 @@ def centred_pds(
       rows: ``[n, M]``; both the evaluation points and the rows averaged over.
       masks: ``[S, M]`` feature sets.
       memory_budget: bytes one chunk of model evaluations may use.
-      then: optional function of the three results, compiled into the same program (so the
-        statistics cost no extra compilation); its result is returned instead.
+      then: optional function of the three results (and of ``then_args`` as keywords), compiled
+        into the same program (so the statistics cost no extra compilation); its result is
+        returned instead. A module-level function, so the program is reused across calls.
+      then_args: a dict of arrays passed to ``then`` as keyword arguments (traced, not static).
       row_ids: the rows' positions in the user's ``X`` (before subsampling), for error messages.
 
     Returns:
@@ -85,29 +89,35 @@ def centred_pds(
         interaction", silently). Checked on concrete values only.
     """
     n, m = rows.shape
-    n_sets = masks.shape[0]
-    chunk = units_per_chunk(model, n_sets * n, n, m, rows.dtype.itemsize, memory_budget)
-
-    def run(rows):
-        f = model.fn(rows)
-        if n_sets:
-            point = jnp.tile(jnp.arange(n), n_sets)
-            which = jnp.repeat(jnp.arange(n_sets), n)
-            pd = pd_units(model.fn, rows, rows, jnp.asarray(masks), point, which, chunk)
-            pd = pd.reshape(n_sets, n, -1)
-        else:
-            pd = jnp.zeros((0, n, f.shape[-1]), f.dtype)
-        eps = jnp.finfo(f.dtype).eps
-        floor = n * (NOISE_ULPS * eps * jnp.max(jnp.abs(f), axis=0)) ** 2
-        out = f - f.mean(0), pd - pd.mean(1, keepdims=True), floor
-        finite = jnp.isfinite(f).all(-1), jnp.isfinite(pd).all(-1).all(0)
-        return (out if then is None else then(*out)), finite
-
-    result, (finite_f, finite_pd) = jax.jit(run)(rows)
+    chunk = units_per_chunk(model, masks.shape[0] * n, n, m, rows.dtype.itemsize, memory_budget)
+    result, (finite_f, finite_pd) = _centred_program(
+        model, rows, jnp.asarray(masks), {} if then_args is None else then_args, chunk, then
+    )
     check_finite_outputs(finite_f, "`model`", row_ids=row_ids, source=" of `X`")
     check_finite_outputs(finite_pd, "`model`", row_ids=row_ids, source=" of `X` (partial dependence)",
                          hint=MIXED_ROWS_HINT)
     return result
+
+
+@partial(jax.jit, static_argnums=(4, 5))
+def _centred_program(model: Model, rows: jax.Array, masks: jax.Array, then_args: Any, chunk: int, then: Callable | None):
+    """The compiled body of :func:`centred_pds`: module-level, so it compiles once per
+    configuration (the model's static part, shapes, chunk and ``then``) and not once per call."""
+    n = rows.shape[0]
+    n_sets = masks.shape[0]
+    f = model.fn(rows)
+    if n_sets:
+        point = jnp.tile(jnp.arange(n), n_sets)
+        which = jnp.repeat(jnp.arange(n_sets), n)
+        pd = pd_units(model.fn, rows, rows, masks, point, which, chunk)
+        pd = pd.reshape(n_sets, n, -1)
+    else:
+        pd = jnp.zeros((0, n, f.shape[-1]), f.dtype)
+    eps = jnp.finfo(f.dtype).eps
+    floor = n * (NOISE_ULPS * eps * jnp.max(jnp.abs(f), axis=0)) ** 2
+    out = f - f.mean(0), pd - pd.mean(1, keepdims=True), floor
+    finite = jnp.isfinite(f).all(-1), jnp.isfinite(pd).all(-1).all(0)
+    return (out if then is None else then(*out, **then_args)), finite
 
 
 def safe_ratio(num: jax.Array, den: jax.Array, floor: jax.Array) -> jax.Array:
@@ -143,7 +153,7 @@ def resolve_tuples(spec: Any, names: Sequence[str], size: int, arg: str) -> tupl
 
 
 def output_names(model: Model) -> tuple[str, ...] | None:
-    return None if model.single_output else tuple(f"Output {k}" for k in range(model.n_outputs))
+    return None if model.single_output else names_of_outputs(model.n_outputs)
 
 
 # --- the result -------------------------------------------------------------------------------
@@ -315,15 +325,15 @@ def h_statistic(
             dtype=int,
         ).reshape(-1, 7),
     }
-    stats = partial(_statistics, m=m, **layout)
+    layout = {k: jnp.asarray(v) for k, v in layout.items()}
     if top_m is None:
         overall, pairwise, total, threeway = centred_pds(
-            wrapped, rows, set_masks(m, _unique(sets)), budget, stats, row_ids
+            wrapped, rows, set_masks(m, _unique(sets)), budget, _statistics, layout, row_ids
         )
     else:
-        first = F
-        extend = lambda f, F2, floor: stats(f, jnp.concatenate([first, F2]), floor)
-        overall, pairwise, total, threeway = centred_pds(wrapped, rows, set_masks(m, more), budget, extend, row_ids)
+        overall, pairwise, total, threeway = centred_pds(
+            wrapped, rows, set_masks(m, more), budget, _extended_statistics, {**layout, "first": F}, row_ids
+        )
     if not triple_list:
         threeway = None
     if wrapped.single_output:
@@ -341,8 +351,14 @@ def _overall(f, F, floor, single, rest):
     return safe_ratio(sum_sq(f[None] - F[single] - F[rest]), sum_sq(f)[None], floor)
 
 
-def _statistics(f, F, floor, *, m, single, rest, pair, pair_j, pair_k, triple):
+def _extended_statistics(f, F2, floor, *, first, **layout):
+    """:func:`_statistics` with the partial dependences of a first phase put before ``F2``."""
+    return _statistics(f, jnp.concatenate([first, F2]), floor, **layout)
+
+
+def _statistics(f, F, floor, *, single, rest, pair, pair_j, pair_k, triple):
     """All H^2 from the centred predictions ``f [n, K]`` and partial dependences ``F [S, n, K]``."""
+    m = single.shape[0]
     overall = _overall(f, F, floor, single, rest)
     total = safe_ratio(sum_sq(f - F[single].sum(0)), sum_sq(f), floor)
     pairwise = jnp.full((m, m) + f.shape[1:], jnp.nan, f.dtype).at[jnp.arange(m), jnp.arange(m)].set(0.0)

@@ -9,6 +9,7 @@ the memory budget with ``vmap`` inside a chunk.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from typing import Any, Callable, Sequence
 
@@ -314,16 +315,7 @@ def partial_dependence(
     n_units = points.shape[0] + (n if centered else 0)
     chunk = units_per_chunk(wrapped, n_units, n, m, X.dtype.itemsize, budget)
 
-    def run(background, full):
-        pts = jnp.concatenate([full, background], axis=0) if centered else full
-        u = pts.shape[0]
-        vals = pd_units(wrapped.fn, background, pts, jnp.asarray(mask), jnp.arange(u), jnp.zeros(u, jnp.int32), chunk)
-        out = vals[: full.shape[0]]
-        if centered:
-            out = out - jnp.mean(vals[full.shape[0] :], axis=0)
-        return out, jnp.isfinite(vals).all(-1)
-
-    values, finite = jax.jit(run)(background, full)
+    values, finite = _pd_program(wrapped, background, full, jnp.asarray(mask), chunk, bool(centered))
     g = points.shape[0]
     hint = "fix the model, or drop those grid points or the rows of `X` that make it undefined there."
     check_finite_outputs(finite[:g], "`model`", unit="grid point", source=" of `grid`", hint=hint)
@@ -332,3 +324,16 @@ def partial_dependence(
         values = values[:, 0]
     grid_out = points[:, 0] if single else points
     return PartialDependence(grid_out, values, idx, [names[j] for j in idx], centered)
+
+
+@functools.partial(jax.jit, static_argnums=(4, 5))
+def _pd_program(model: Model, background: jax.Array, full: jax.Array, mask: jax.Array, chunk: int, centered: bool):
+    """The compiled body of :func:`partial_dependence`: module-level, so it compiles once per
+    configuration (the model's static part, shapes, chunk, centring), not once per call."""
+    pts = jnp.concatenate([full, background], axis=0) if centered else full
+    u = pts.shape[0]
+    vals = pd_units(model.fn, background, pts, mask, jnp.arange(u), jnp.zeros(u, jnp.int32), chunk)
+    out = vals[: full.shape[0]]
+    if centered:
+        out = out - jnp.mean(vals[full.shape[0] :], axis=0)
+    return out, jnp.isfinite(vals).all(-1)

@@ -80,22 +80,14 @@ class ExactExplainer(Explainer):
         if index is not None and (not isinstance(index, str) or index not in INDICES):
             raise ValueError(f"`index` must be None or one of {INDICES}; got {index!r}.")
         self.index = index
-        self._interactions = False  # read while tracing, and by _wrap
+        # read while tracing and by _wrap; a static field of the pytree, so an interactions call
+        # runs its own entry of the shared module-level program (see jaxshap._runtime._program)
+        self._interactions = False
         super().__init__(model, background, **kwargs)
-        self._shapley_block = self._block
-        self._interaction_block = jax.jit(self._explain_block_interactions, static_argnums=(5, 6, 7, 8))
-
-    def __getstate__(self) -> dict:
-        state = super().__getstate__()
-        state.pop("_shapley_block", None)
-        state.pop("_interaction_block", None)
-        return state
 
     def __setstate__(self, state: dict) -> None:
         super().__setstate__(state)
         self._interactions = False
-        self._shapley_block = self._block
-        self._interaction_block = jax.jit(self._explain_block_interactions, static_argnums=(5, 6, 7, 8))
 
     def _check_n_features(self, n_features: int) -> None:
         if isinstance(self.masker, Partition):  # exact Owen values: only the hierarchy's coalitions
@@ -117,14 +109,6 @@ class ExactExplainer(Explainer):
         if isinstance(self.masker, Partition):
             return self.masker.owen_coalitions[0].shape[0]
         return 2**self.n_features
-
-    def _explain_block_interactions(self, *args):
-        """The block program with interaction values in the third output (traced once)."""
-        previous, self._interactions = self._interactions, True
-        try:
-            return self._explain_block(*args)
-        finally:
-            self._interactions = previous
 
     def _estimate(self, key, value_fn):
         if isinstance(self.masker, Partition):  # Owen values over the masker's hierarchy
@@ -161,11 +145,11 @@ class ExactExplainer(Explainer):
                 "interaction values need all 2**M coalitions; with a Partition masker ExactExplainer "
                 "computes Owen values only. Use a background array or jaxshap.maskers.Independent."
             )
-        self._block, self._interactions = self._interaction_block, True
+        self._interactions = True
         try:
             expl = super().__call__(X, key, **kwargs)
         finally:
-            self._block, self._interactions = self._shapley_block, False
+            self._interactions = False
         if expl.interaction_values is None:  # zero rows: the base class built the result itself
             values = expl.values
             expl.stderr = None

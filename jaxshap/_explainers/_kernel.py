@@ -12,6 +12,7 @@ from .._runtime._chunking import DEFAULT_MEMORY_BUDGET, map_chunks
 from .._runtime._explainer import Explainer
 from .._runtime._inputs import is_traced
 from .._estimators._kernel import kernel_shapley, third_order_ridge
+from .._runtime._links import link_function
 from .._estimators._kernel_solve import apply_plan, plan_operators
 from .._coalitions._kernel_sampling import SAMPLERS, kernel_plan, min_coalitions, sample_coalitions
 from .._coalitions._kernel_sampling import max_coalitions as all_coalitions
@@ -177,13 +178,21 @@ class KernelExplainer(Explainer):
     def _coalitions_per_row(self) -> int:
         return self.n_coalitions + 2
 
+    def _working_set_per_row(self) -> int:
+        """Bytes one row's solve holds: masks, the design (with the ``C(M, 3)`` third-order
+        columns when on), its weighted copy and the Gram matrix with its factor."""
+        c, m, k = self._coalitions_per_row(), self.n_features, self.model.n_outputs
+        t = m * (m - 1) * (m - 2) // 6 if self.third_order else 0
+        itemsize = np.dtype(self.masker.dtype).itemsize
+        return c * m + itemsize * (c * (4 * m + 3 * t + 3 * k) + 3 * (m + t) ** 2)
+
     def _estimate(self, key, value_fn):
         phi, stderr, v0, _ = kernel_shapley(
             key, value_fn, self.n_features, self.n_coalitions, sampler=self.sampler, controls=self.controls
         )
         return phi, v0, stderr
 
-    def _explain_rows(self, masker, X, key, index, rows_per_chunk, coalitions_per_chunk):
+    def _explain_keyed(self, X, key, index, rows_per_chunk, coalitions_per_chunk, n_valid=None):
         """Shared coalitions: one draw from ``key`` and one solve operator for every row.
 
         The coalitions depend only on the call's key, so every row (in every block, chunk and
@@ -194,22 +203,23 @@ class KernelExplainer(Explainer):
         """
         m = self.n_features
         if not self.shared_coalitions or m == 1:
-            return super()._explain_rows(masker, X, key, index, rows_per_chunk, coalitions_per_chunk)
+            return super()._explain_keyed(X, key, index, rows_per_chunk, coalitions_per_chunk, n_valid)
+        masker = self.masker
         plan = kernel_plan(m, self.n_coalitions, self.sampler)
         masks, weights = sample_coalitions(key, plan)
         dtype = jnp.dtype(masker.dtype)
         ops = plan_operators(plan, masks, weights, self.controls, dtype=dtype)
         every = jnp.concatenate([jnp.zeros((1, m), bool), jnp.ones((1, m), bool), masks], axis=0)
-        f = self.model.fn
+        f, link = self.model.fn, link_function(self.link)
 
         def one_row(x):
-            v = map_chunks(lambda part: masker.coalition_values(f, x, part), every, coalitions_per_chunk)
+            v = link(map_chunks(lambda part: masker.coalition_values(f, x, part), every, coalitions_per_chunk))
             tail = v.shape[1:]
             flat = v.reshape(v.shape[0], -1)
             phi, stderr = apply_plan(ops, plan, flat[2:], flat[0], flat[1])
             return phi.reshape((m,) + tail), v[0], stderr.reshape((m,) + tail)
 
-        return map_chunks(jax.vmap(one_row), X, rows_per_chunk)
+        return map_chunks(jax.vmap(one_row), X, rows_per_chunk, n_valid)
 
     def _run(self, X, key, offset, devices, bar, blocked):
         """Explain validated rows (see :meth:`jaxshap.Explainer._run`), in rounds when ``"auto"``.

@@ -11,6 +11,8 @@ import numpy as np
 
 from .._explanation import Explanation
 from .._algebra._gaussian import check_numeric, host64, precision_matrix, prepare, sample_moments
+from .._runtime._chunking import DEFAULT_MEMORY_BUDGET, check_memory_budget
+from .._runtime._explainer import drop_output_axis
 from .._runtime._inputs import (
     align_columns,
     as_key,
@@ -20,10 +22,12 @@ from .._runtime._inputs import (
     check_walks,
     column_names,
     is_traced,
+    output_names,
     resolve_feature_names,
 )
 from .._runtime._model import output_names_of
 from .._runtime._shap_api import ShapAPI
+from .._runtime._rows import RowExplainer
 from .._algebra._linear import exact_transform, sampled_transform, to_data_units
 from .._algebra._threads import single_threaded_blas
 
@@ -34,6 +38,9 @@ MAX_EXACT_FEATURES = 22
 """``method="exact"`` refuses more features than this (``2**M`` factorisations)."""
 
 PERTURBATIONS = ("interventional", "correlation_dependent")
+
+CPU_CHUNK_ROWS = 1024
+"""Rows per chunk on a CPU: the products run at full speed there, and smaller calls waste little."""
 
 _exact_transform = jax.jit(exact_transform)
 _sampled_transform = jax.jit(sampled_transform, static_argnums=(3, 4))
@@ -82,7 +89,7 @@ def parse_linear_model(model: Any) -> tuple[jax.Array, jax.Array, bool]:
     return coef, intercept, single
 
 
-class LinearExplainer(ShapAPI):
+class LinearExplainer(ShapAPI, RowExplainer):
     r"""Exact Shapley values of a linear model :math:`f(x) = \beta x + b`.
 
     * ``"interventional"`` (default, as in shap): features are perturbed independently of each
@@ -118,6 +125,9 @@ class LinearExplainer(ShapAPI):
         warning). A number sets the cut-off and the floor to that value (see
         :mod:`jaxshap._algebra._gaussian`).
       feature_names: optional names of the ``M`` features.
+      memory_budget: bytes of working memory one chunk of rows may use (as for every explainer;
+        rows are explained in chunks, with ``progress=``, ``devices=`` and
+        :meth:`explain_batches` from the shared runtime, :class:`jaxshap._runtime._rows.RowExplainer`).
 
     Attributes:
       expected_value: ``E[f(X)]``, ``[K]`` (a scalar for one output).
@@ -144,7 +154,9 @@ class LinearExplainer(ShapAPI):
         key: Any = None,
         rcond: float | None = None,
         feature_names: Sequence[str] | None = None,
+        memory_budget: int = DEFAULT_MEMORY_BUDGET,
     ):
+        self.memory_budget = check_memory_budget(memory_budget)
         if feature_perturbation not in PERTURBATIONS:
             raise ValueError(f"`feature_perturbation` must be one of {PERTURBATIONS}; got {feature_perturbation!r}.")
         if method not in ("auto", "exact", "sampled"):
@@ -158,7 +170,8 @@ class LinearExplainer(ShapAPI):
         coef, intercept = coef.astype(dtype), intercept.astype(dtype)
         self.coef, self.intercept = coef, intercept
         self.n_features = coef.shape[1]
-        self._names, self._data_names = feature_names, names
+        self._names = None if feature_names is None else tuple(str(n) for n in feature_names)
+        self._data_names = None if names is None else tuple(names)
         self.mean, self._mean_lo = _split_mean(mean, dtype)
         self._expected = coef @ self.mean + intercept + coef @ self._mean_lo
         self.transform = None
@@ -284,30 +297,57 @@ class LinearExplainer(ShapAPI):
     def expected_value(self) -> jax.Array:
         return self._expected[0] if self._single else self._expected
 
-    def __call__(self, X: Any, key: Any = None) -> Explanation:
+    # --- the shared runtime's contract (see jaxshap._runtime._rows) ---------------------------
+    def _align(self, X: Any) -> Any:
+        return align_columns(X, self._data_names, "X")
+
+    def _validate(self, X: Any) -> jax.Array:
+        X = align_columns(X, self._data_names, "X")
+        X = as_matrix(X, "X", dtype=self.mean.dtype)
+        check_n_features(X, self.n_features, "X", "the model's coefficients")
+        check_finite(X, "X")
+        return X
+
+    def _bytes_per_row(self) -> int:
+        k = self.coef.shape[0]
+        return np.dtype(self.mean.dtype).itemsize * (2 * self.n_features + 3 * self.n_features * k + k)
+
+    def _plan(self, n_rows: int, exact: bool = True):
+        rows, _ = super()._plan(n_rows, exact)
+        if jax.default_backend() == "cpu":  # a matrix product runs at full speed from ~1000 rows
+            rows = min(rows, CPU_CHUNK_ROWS)
+        return rows, None
+
+    def _explain_rows(self, X, keys):
+        """``phi = T (x - mu)`` (or ``beta_j (x_j - mu_j)``) for a chunk of rows; no key is used."""
+        del keys
+        values, base = _explain(X, self.mean, self._mean_lo, self.coef, self._expected, self.transform)
+        return values, base, None
+
+    def _wrap(self, phi, base, stderr, X, names) -> Explanation:
+        if self._single:
+            phi, base = drop_output_axis((phi, base))
+        feature_names = resolve_feature_names(self._names, self.n_features, self._data_names, names)
+        outputs = None if self._single else (self._output_names or output_names(self.coef.shape[0]))
+        return Explanation(phi, base, X, None, feature_names, outputs)
+
+    def __call__(self, X: Any, key: Any = None, *, progress: bool | None = None, devices: Any = None) -> Explanation:
         """Explain the rows of ``X``.
 
         Args:
-          X: rows ``[n, M]`` (array or DataFrame; one row ``[M]`` is promoted).
+          X: rows ``[n, M]`` (array or DataFrame; one row ``[M]`` is promoted; a JAX array
+            sharded over devices along its rows is explained where it lies).
           key: accepted for a uniform explainer interface and unused: a sampled transform is
             drawn once, with the constructor's ``key``.
+          progress: progress bar, as for every explainer (``None``: when stderr is a terminal).
+          devices: ``None``, ``"local"`` or a sequence of devices to shard the rows over.
 
         Returns:
           An :class:`Explanation`; ``stderr`` is ``None`` (the transform is fixed; a sampled one
           carries Monte-Carlo error shared by every row, which is not estimated).
         """
         del key
-        X = align_columns(X, self._data_names, "X")
-        names = column_names(X)
-        X = as_matrix(X, "X", dtype=self.mean.dtype)
-        check_n_features(X, self.n_features, "X", "the model's coefficients")
-        check_finite(X, "X")
-        values, base = _explain(X, self.mean, self._mean_lo, self.coef, self._expected, self.transform)
-        if self._single:
-            values, base = values[..., 0], base[..., 0]
-        feature_names = resolve_feature_names(self._names, self.n_features, self._data_names, names)
-        output_names = None if self._single else self._output_names or [f"Output {k}" for k in range(self.coef.shape[0])]
-        return Explanation(values, base, X, None, feature_names, output_names)
+        return super().__call__(X, None, progress=progress, devices=devices)
 
 
 def _mean(x):
@@ -333,7 +373,6 @@ def _split_mean(mean: Any, dtype: Any) -> tuple[jax.Array, jax.Array]:
     return jnp.asarray(hi), jnp.asarray(full - hi.astype(np.float64), dtype)
 
 
-@jax.jit
 def _explain(X, mean, mean_lo, coef, expected, transform):
     centred = (X - mean) - mean_lo
     if transform is None:

@@ -37,7 +37,7 @@ def check_memory_budget(memory_budget: Any) -> int:
         or memory_budget <= 0
     ):
         raise ValueError(
-            f"`memory_budget` must be a positive integer number of bytes (default {DEFAULT_MEMORY_BUDGET}, "
+            f"`memory_budget` must be a positive number of bytes, an integer (default {DEFAULT_MEMORY_BUDGET}, "
             f"512 MiB); got {memory_budget!r}."
         )
     return int(memory_budget)
@@ -50,17 +50,25 @@ def chunk_bytes(memory_budget: int) -> int:
     return memory_budget
 
 
-def map_chunks(fn: Callable[[Any], Any], xs: Any, chunk: int) -> Any:
+def map_chunks(fn: Callable[[Any], Any], xs: Any, chunk: int, n_valid: Any = None) -> Any:
     """Apply a batched ``fn`` to ``xs`` in chunks of ``chunk`` along the leading axis.
 
     ``fn`` takes and returns pytrees whose leaves share a leading batch axis. The batch is
     padded (with copies of its first element, so padding never produces NaN) to a multiple
     of ``chunk``, mapped chunk by chunk, and the padding is dropped from the result.
 
+    The chunk body is rematerialised (:func:`jax.checkpoint`): under ``jax.grad`` only each
+    chunk's inputs are kept for the backward pass and its activations are recomputed, so the
+    gradient's memory is bounded by one chunk too (without it the scan would keep every chunk's
+    residuals). The forward pass is unchanged.
+
     Args:
       fn: batched function of a pytree with leading axis ``c`` to a pytree with leading axis ``c``.
       xs: pytree of arrays with a common leading axis ``n``.
       chunk: static chunk size (Python int, at least 1).
+      n_valid: optional (traced) number of leading items that matter; chunks that start at or
+        beyond it are skipped (:func:`jax.lax.cond`) and return zeros. This lets one compiled
+        program serve every batch size up to ``n``.
     """
     n = jax.tree_util.tree_leaves(xs)[0].shape[0]
     if chunk >= n:
@@ -73,7 +81,25 @@ def map_chunks(fn: Callable[[Any], Any], xs: Any, chunk: int) -> Any:
             a = jnp.concatenate([a, jnp.broadcast_to(a[:1], (pad,) + a.shape[1:])], axis=0)
         return a.reshape((n_chunks, chunk) + a.shape[1:])
 
-    out = jax.lax.map(fn, jax.tree_util.tree_map(split, xs))
+    body = jax.checkpoint(fn)
+    chunks = jax.tree_util.tree_map(split, xs)
+    if n_valid is None:
+        out = jax.lax.map(body, chunks)
+    else:
+        first = jax.tree_util.tree_map(lambda a: a[0], chunks)
+        shapes = jax.eval_shape(fn, first)
+        zeros = lambda _: jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+        live = (jnp.asarray(n_valid) + chunk - 1) // chunk
+
+        # the branch is chosen inside the rematerialised body (not around it), which also keeps
+        # older JAX versions' partial evaluation of `cond` out of the way of remat's residuals
+        guarded = jax.checkpoint(lambda live_chunk, c: jax.lax.cond(live_chunk, fn, zeros, c))
+
+        def step(carry, args):
+            i, c = args
+            return carry, guarded(i < live, c)
+
+        _, out = jax.lax.scan(step, None, (jnp.arange(n_chunks), chunks))
     return jax.tree_util.tree_map(lambda a: a.reshape((n_chunks * chunk,) + a.shape[2:])[:n], out)
 
 
@@ -83,21 +109,76 @@ def plan_chunks(
     evals_per_coalition: int,
     bytes_per_eval: int,
     memory_budget: int,
+    working_set_per_row: int = 0,
 ) -> tuple[int, int]:
     """Choose ``(rows_per_chunk, coalitions_per_chunk)`` so one chunk fits the budget.
 
-    One chunk evaluates the model on ``rows * coalitions * evals_per_coalition`` inputs.
-    Whole rows are preferred (every coalition of a row in one chunk); when a single row does
-    not fit, rows go one at a time and their coalitions are chunked instead. Chunks are then
-    balanced (the fewest chunks that fit, made equal), so padding wastes less than one row or
-    coalition per chunk. On a CPU the budget is further capped by :func:`chunk_bytes`.
+    One chunk evaluates the model on ``rows * coalitions * evals_per_coalition`` inputs and
+    holds each row's estimator working set (``working_set_per_row`` bytes: masks, design and
+    Gram matrices, which do not shrink with coalition chunks). Whole rows are preferred (every
+    coalition of a row in one chunk); when a single row does not fit, rows go one at a time and
+    their coalitions are chunked instead. Chunks are then balanced (the fewest chunks that fit,
+    made equal), so padding wastes less than one row or coalition per chunk. On a CPU the
+    budget is further capped by :func:`chunk_bytes`.
     """
+    rows, coalitions = chunk_capacity(
+        coalitions_per_row, evals_per_coalition, bytes_per_eval, memory_budget, working_set_per_row
+    )
+    if coalitions < coalitions_per_row:
+        return 1, coalitions
+    return balanced(n_rows, rows), coalitions_per_row
+
+
+def chunk_capacity(
+    coalitions_per_row: int,
+    evals_per_coalition: int,
+    bytes_per_eval: int,
+    memory_budget: int,
+    working_set_per_row: int = 0,
+) -> tuple[int, int]:
+    """The largest ``(rows_per_chunk, coalitions_per_chunk)`` that fits the budget, whatever ``n``."""
     memory_budget = chunk_bytes(memory_budget)
     per_coalition = max(evals_per_coalition * bytes_per_eval, 1)
-    per_row = per_coalition * coalitions_per_row
+    per_row = per_coalition * coalitions_per_row + max(int(working_set_per_row), 0)
     if per_row <= memory_budget:
-        return balanced(n_rows, memory_budget // per_row), coalitions_per_row
-    return 1, balanced(coalitions_per_row, memory_budget // per_coalition)
+        return max(1, memory_budget // per_row), coalitions_per_row
+    room = max(memory_budget - max(int(working_set_per_row), 0), per_coalition)
+    return 1, balanced(coalitions_per_row, room // per_coalition)
+
+
+MIN_CALL_ROWS = 256
+"""Row capacity of the smallest compiled call. Calls on fewer rows are padded up to it and the
+chunks beyond the real rows are skipped (a ``lax.cond`` each, about a microsecond), so every
+call on up to this many rows (or chunks, when a chunk is one row) runs one compiled program."""
+
+MAX_CALL_CHUNKS = 4096
+"""Row capacity of the largest compiled call, in chunks; larger calls run it block by block."""
+
+CHUNK_LEVELS = 8
+"""Chunks of fewer rows than the planned largest are that size divided by a power of this."""
+
+
+def bucket_rows(n_rows: int, rows_per_chunk: int, least_rows: int = MIN_CALL_ROWS) -> tuple[int, int]:
+    """``(rows_per_chunk, rows per compiled call)`` for ``n_rows`` concrete rows.
+
+    Programs are compiled for a few shapes only. Chunks hold ``rows_per_chunk`` rows (the
+    largest that fits the budget), or, when all the rows fit in a smaller chunk, the largest
+    divided by the smallest power of :data:`CHUNK_LEVELS` that still holds them all, so a
+    single row does not pay for a whole accelerator-sized chunk. A call holds at least
+    ``least_rows`` rows, in a power of four times the least number of chunks, and at most
+    :data:`MAX_CALL_CHUNKS` chunks (larger calls go in blocks of that size). So a new number of
+    rows rarely compiles a new program, and the padding costs the skipped chunks' branches,
+    never their model evaluations.
+    """
+    n_rows = max(int(n_rows), 1)
+    rows = max(int(rows_per_chunk), 1)
+    while rows // CHUNK_LEVELS >= n_rows:
+        rows //= CHUNK_LEVELS
+    need = -(-n_rows // rows)
+    chunks = max(1, -(-int(least_rows) // rows))
+    while chunks < need and chunks < MAX_CALL_CHUNKS:
+        chunks *= 4
+    return rows, rows * min(chunks, MAX_CALL_CHUNKS)
 
 
 def balanced(n: int, largest: int) -> int:

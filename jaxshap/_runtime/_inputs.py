@@ -198,8 +198,9 @@ def check_finite_rows(values: Any, name: str, what: str, inputs: Any = None) -> 
     """
     if is_traced(values) or values is None or np.size(values) == 0:
         return
-    if isinstance(values, jax.Array) and bool(_all_finite(values)):
-        return  # checked where the values lie: nothing is copied to the host
+    on_cpu = isinstance(values, jax.Array) and all(d.platform == "cpu" for d in values.devices())
+    if isinstance(values, jax.Array) and not on_cpu and bool(_all_finite(values)):
+        return  # checked where the values lie: nothing is copied to the host (nor compiled on a CPU)
     arr = np.asarray(values)
     finite = np.isfinite(arr.reshape(arr.shape[0], -1)).all(axis=1)
     if finite.all():
@@ -350,3 +351,9 @@ def check_walks(n_permutations: Any, minimum: int) -> int:
             f"permutation and its reverse); got {n_permutations!r}."
         )
     return int(n_permutations)
+
+
+def output_names(n_outputs: int) -> tuple[str, ...]:
+    """The names of a multi-output model's ``K`` outputs, the one place they are made:
+    ``Output 0`` ... ``Output K-1``."""
+    return tuple(f"Output {k}" for k in range(int(n_outputs)))

@@ -8,8 +8,8 @@ one compiled program. Gradients flow only through JAX models.
 
 from __future__ import annotations
 
+import collections
 import contextlib
-import dataclasses
 import threading
 from typing import Any, Callable, Iterator
 
@@ -17,16 +17,26 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._pytree import Static, avals, merge, split
+
 # Rows per host call for non-JAX models; large enough to amortise Python overhead.
 HOST_BATCH_ROWS = 65536
 
 
-@dataclasses.dataclass(frozen=True)
+@jax.tree_util.register_pytree_node_class
 class Model:
-    """A model normalised to two-dimensional outputs.
+    """A model normalised to two-dimensional outputs, as a pytree.
+
+    The user's model is split (see :mod:`jaxshap._runtime._pytree`) into its arrays, the pytree
+    leaves (``params`` of ``partial(mlp, params)``, an equinox module's weights), and the rest,
+    static; so an explainer holding a model is itself a pytree whose gradients reach the
+    model's parameters, and two models that differ only in their arrays share a program.
 
     Attributes:
-      fn: traceable function mapping ``[..., M]`` inputs to ``[..., K]`` outputs.
+      leaves: the model's arrays (empty for a closure or a host model, which stay static).
+      spec: the static rest of the model.
+      n_features: ``M``.
+      dtype: floating dtype of the inputs (and of the outputs handed back).
       n_outputs: ``K``, the number of outputs.
       single_output: whether the user's model returns ``[n]`` (results drop the K axis).
       is_host: whether the model runs on the host through a callback (not differentiable).
@@ -35,12 +45,73 @@ class Model:
         scikit-learn classifier whose ``predict_proba`` is explained), else ``None``.
     """
 
-    fn: Callable[[jax.Array], jax.Array]
-    n_outputs: int
-    single_output: bool
-    is_host: bool
-    bytes_per_row: int
-    output_names: tuple[str, ...] | None = None
+    def __init__(self, leaves, spec, n_features, dtype, n_outputs, single_output, is_host, bytes_per_row,
+                 output_names=None):
+        self.leaves, self.spec = tuple(leaves), spec
+        self.n_features, self.dtype = int(n_features), np.dtype(dtype)
+        self.n_outputs, self.single_output = int(n_outputs), bool(single_output)
+        self.is_host, self.bytes_per_row = bool(is_host), int(bytes_per_row)
+        self.output_names = None if output_names is None else tuple(str(n) for n in output_names)
+
+    @property
+    def model(self) -> Callable:
+        """The user's model, rebuilt around the (possibly traced) leaves."""
+        return merge(self.leaves, self.spec)
+
+    @property
+    def fn(self) -> Callable[[jax.Array], jax.Array]:
+        """Traceable function mapping ``[..., M]`` inputs to ``[..., K]`` outputs."""
+        if self.is_host:
+            return _host_fn(self.model, self.n_features, self.n_outputs, self.dtype, self.single_output)
+        return _jax_fn(self.model, self.n_features, self.single_output, self.dtype)
+
+    def tree_flatten(self):
+        meta = (self.spec, self.n_features, self.dtype, self.n_outputs, self.single_output, self.is_host,
+                self.bytes_per_row, self.output_names)
+        return self.leaves, meta
+
+    @classmethod
+    def tree_unflatten(cls, meta, leaves):
+        return cls(leaves, *meta)
+
+
+def _jax_fn(model: Callable, n_features: int, single: bool, dtype: Any) -> Callable:
+    def fn(x):
+        y = jnp.asarray(model(x.reshape(-1, n_features)))
+        y = y.reshape(x.shape[:-1] + (-1,)) if not single else y.reshape(x.shape[:-1] + (1,))
+        return y.astype(dtype)
+
+    return fn
+
+
+def _host_fn(model: Callable, n_features: int, k: int, dtype: Any, single: bool) -> Callable:
+    tail = () if single else (k,)
+
+    def host_call(x: np.ndarray) -> np.ndarray:
+        try:
+            flat = np.asarray(x).reshape(-1, n_features)
+            parts = []
+            for i in range(0, flat.shape[0], HOST_BATCH_ROWS):
+                rows_i = flat[i : i + HOST_BATCH_ROWS]
+                y = np.asarray(model(rows_i))
+                if y.shape != (rows_i.shape[0],) + tail:
+                    raise ValueError(
+                        f"`model` changed its output shape while being explained: for {rows_i.shape[0]} rows it "
+                        f"returned shape {y.shape}, but on the background it returned [n{''.join(', ' + str(t) for t in tail)}]. "
+                        "A model must return one row of the same outputs for every input row."
+                    )
+                parts.append(y.reshape(-1, k))
+            out = np.concatenate(parts, axis=0) if parts else np.zeros((0, k))
+            return out.reshape(x.shape[:-1] + (k,)).astype(dtype)
+        except BaseException as err:
+            _record(err)
+            raise
+
+    def fn(x):
+        shape = jax.ShapeDtypeStruct(x.shape[:-1] + (k,), dtype)
+        return jax.pure_callback(host_call, shape, x, vmap_method="expand_dims")
+
+    return fn
 
 
 # --- a host model's own exceptions, surfaced instead of XLA's "INTERNAL" error ----------------
@@ -118,14 +189,45 @@ def _output_tail(shape: tuple[int, ...], n: int) -> tuple[int, ...]:
     return tuple(shape[1:])
 
 
-def _jax_memory_per_row(f: Callable, n_features: int, dtype: Any, probe_rows: int = 1024) -> int | None:
+_PROBES: "collections.OrderedDict[Any, tuple]" = collections.OrderedDict()
+_PROBE_CACHE_SIZE = 256
+
+
+def _probe(dynamic: tuple, spec: tuple, n_features: int, dtype: Any, probe_rows: int = 1024):
+    """``(output shape on 2 rows, bytes per row)`` of a JAX model, or ``None`` if it cannot be traced.
+
+    Traced abstractly from the leaves' shapes (so tracers in the leaves do not matter) and
+    memoised on the model's static part and leaf shapes: building a second explainer on the same
+    model, or one per step of a training loop, neither re-traces nor recompiles the model.
+    The memory figure comes from compiling the model on ``probe_rows`` rows (best effort).
+    """
+    cache_key = (spec, avals(dynamic), n_features, np.dtype(dtype).str)
+    if cache_key in _PROBES:
+        _PROBES.move_to_end(cache_key)
+        return _PROBES[cache_key]
+    leaves = [jax.ShapeDtypeStruct(np.shape(a), a.dtype) for a in dynamic]
+    call = lambda leaves, x: merge(leaves, spec)(x)
     try:
-        spec = jax.ShapeDtypeStruct((probe_rows, n_features), dtype)
-        stats = jax.jit(f).lower(spec).compile().memory_analysis()
-        total = stats.temp_size_in_bytes + stats.output_size_in_bytes + stats.argument_size_in_bytes
-        return max(int(total // probe_rows), 1)
-    except Exception:  # memory analysis is best effort; not every backend reports it
-        return None
+        out = jax.eval_shape(call, leaves, jax.ShapeDtypeStruct((2, n_features), dtype))
+        if not isinstance(out, jax.ShapeDtypeStruct):
+            raise TypeError(f"the model returned {type(out).__name__}, not one array")
+    except Exception as err:  # not JAX-traceable: evaluated on the host
+        result = err
+    else:
+        per_row = None
+        try:
+            spec_x = jax.ShapeDtypeStruct((probe_rows, n_features), dtype)
+            stats = jax.jit(call).lower(leaves, spec_x).compile().memory_analysis()
+            total = stats.temp_size_in_bytes + stats.output_size_in_bytes + stats.argument_size_in_bytes
+            total -= sum(int(np.prod(a.shape)) * np.dtype(a.dtype).itemsize for a in leaves)  # weights: not per row
+            per_row = max(int(total // probe_rows), 1)
+        except Exception:  # memory analysis is best effort; not every backend reports it
+            pass
+        result = (tuple(out.shape), per_row)
+    _PROBES[cache_key] = result
+    if len(_PROBES) > _PROBE_CACHE_SIZE:
+        _PROBES.popitem(last=False)
+    return result
 
 
 def wrap_model(model: Callable, n_features: int, dtype: Any, probe: np.ndarray | jax.Array) -> Model:
@@ -150,27 +252,17 @@ def wrap_model(model: Callable, n_features: int, dtype: Any, probe: np.ndarray |
         )
     check_fitted_width(model, n_features)
     itemsize = jnp.dtype(dtype).itemsize
-    try:
-        out = jax.eval_shape(model, jax.ShapeDtypeStruct((2, n_features), dtype))
-        traceable = isinstance(out, jax.ShapeDtypeStruct)
-        trace_error = None
-    except Exception as err:  # the model is not JAX-traceable: evaluate it on the host
-        traceable, trace_error = False, err
-
-    if traceable:
-        tail = _output_tail(out.shape, 2)
+    dynamic, spec = split(model)
+    probed = _probe(dynamic, spec, n_features, dtype)
+    if not isinstance(probed, Exception):
+        shape, per_row = probed
+        tail = _output_tail(shape, 2)
         single = len(tail) == 0
-
-        def fn(x):
-            y = jnp.asarray(model(x.reshape(-1, n_features)))
-            y = y.reshape(x.shape[:-1] + (-1,)) if not single else y.reshape(x.shape[:-1] + (1,))
-            return y.astype(dtype)
-
-        per_row = _jax_memory_per_row(model, n_features, dtype)
         k = 1 if single else tail[0]
         if per_row is None:
             per_row = 8 * itemsize * (n_features + k)
-        return Model(fn, k, single, False, per_row, output_names_of(model, k))
+        return Model(dynamic, spec, n_features, dtype, k, single, False, per_row, output_names_of(model, k))
+    trace_error = probed
 
     rows = np.asarray(probe[: min(len(probe), 2)], dtype=dtype)
     try:
@@ -185,29 +277,6 @@ def wrap_model(model: Callable, n_features: int, dtype: Any, probe: np.ndarray |
     tail = _output_tail(y.shape, rows.shape[0])
     single = len(tail) == 0
     k = 1 if single else tail[0]
-
-    def host_call(x: np.ndarray) -> np.ndarray:
-        try:
-            flat = np.asarray(x).reshape(-1, n_features)
-            parts = []
-            for i in range(0, flat.shape[0], HOST_BATCH_ROWS):
-                rows_i = flat[i : i + HOST_BATCH_ROWS]
-                y = np.asarray(model(rows_i))
-                if y.shape != (rows_i.shape[0],) + tail:
-                    raise ValueError(
-                        f"`model` changed its output shape while being explained: for {rows_i.shape[0]} rows it "
-                        f"returned shape {y.shape}, but on the background it returned [n{''.join(', ' + str(t) for t in tail)}]. "
-                        "A model must return one row of the same outputs for every input row."
-                    )
-                parts.append(y.reshape(-1, k))
-            out = np.concatenate(parts, axis=0) if parts else np.zeros((0, k))
-            return out.reshape(x.shape[:-1] + (k,)).astype(dtype)
-        except BaseException as err:
-            _record(err)
-            raise
-
-    def fn(x):
-        shape = jax.ShapeDtypeStruct(x.shape[:-1] + (k,), dtype)
-        return jax.pure_callback(host_call, shape, x, vmap_method="expand_dims")
-
-    return Model(fn, k, single, True, 4 * itemsize * (n_features + k), output_names_of(model, k))
+    # a host model stays whole and static: its arrays are NumPy's business, not JAX's
+    return Model((), (None, jax.tree_util.tree_structure(0), (Static(model),)), n_features, dtype, k, single, True,
+                 4 * itemsize * (n_features + k), output_names_of(model, k))

@@ -25,11 +25,12 @@ so for short paths the background is summarised per path by a histogram of its p
 from __future__ import annotations
 
 import functools
-import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from .._coalitions._masks import shapley_weight
 
 
 def _weight_tables(n_slots: int, dtype) -> tuple[np.ndarray, np.ndarray]:
@@ -38,10 +39,10 @@ def _weight_tables(n_slots: int, dtype) -> tuple[np.ndarray, np.ndarray]:
     wa, wb = np.zeros((m, m)), np.zeros((m, m))
     for a in range(m):
         for b in range(m - a):
-            if a >= 1:
-                wa[a, b] = math.factorial(a - 1) * math.factorial(b) / math.factorial(a + b)
-            if b >= 1:
-                wb[a, b] = -math.factorial(a) * math.factorial(b - 1) / math.factorial(a + b)
+            if a >= 1:  # (a-1)! b! / (a+b)!: a coalition of a-1 among a+b players
+                wa[a, b] = shapley_weight(a + b, a - 1)
+            if b >= 1:  # a! (b-1)! / (a+b)!
+                wb[a, b] = -shapley_weight(a + b, a)
     return wa.astype(dtype), wb.astype(dtype)
 
 

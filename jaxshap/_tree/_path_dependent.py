@@ -20,17 +20,17 @@ Summing the leaf contributions over all paths of all trees gives TreeSHAP's valu
 
 from __future__ import annotations
 
-import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._coalitions._masks import shapley_weights as coalition_weights
+
 
 def shapley_weights(n_slots: int, dtype) -> jax.Array:
     """``w_k = k! (U-1-k)! / U!`` for ``k = 0 .. U-1``."""
-    u = n_slots
-    return jnp.asarray([math.factorial(k) * math.factorial(u - 1 - k) / math.factorial(u) for k in range(u)], dtype)
+    return jnp.asarray(coalition_weights(n_slots), dtype)
 
 
 def path_shapley(zero_fraction: jax.Array, one: jax.Array) -> jax.Array:

@@ -1,0 +1,295 @@
+"""The shared runtime: explainers as pytrees, one compiled program, row capacities, remat, cache.
+
+Compilations are counted through the model: a JAX model's Python body runs only while JAX
+traces it, so a counter in it counts the programs built around it.
+"""
+
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+from functools import partial
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxshap
+from jaxshap._runtime import _chunking as chunking
+from jaxshap._runtime._pytree import Static, merge, split
+from oracle import interventional_shapley
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+M, B = 4, 6
+TRACES = {"n": 0}
+
+
+def mlp(params, X):
+    TRACES["n"] += 1
+    return jnp.tanh(X @ params["w1"] + params["b1"]) @ params["w2"]
+
+
+def make_params(seed, dtype=jnp.float32):
+    rng = np.random.default_rng(seed)
+    return {
+        "w1": jnp.asarray(rng.normal(size=(M, 5)), dtype),
+        "b1": jnp.asarray(rng.normal(size=5), dtype),
+        "w2": jnp.asarray(rng.normal(size=5), dtype),
+    }
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(3)
+    return rng.normal(size=(B, M)).astype(np.float32), rng.normal(size=(101, M)).astype(np.float32)
+
+
+class CountCompiles(logging.Handler):
+    """Counts XLA compilations (``jax_log_compiles``) inside a ``with`` block."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.names = []
+
+    def emit(self, record):
+        message = record.getMessage()
+        if message.startswith("Finished XLA compilation of"):
+            self.names.append(message.split()[4])
+
+    def __enter__(self):
+        self._old = jax.config.jax_log_compiles
+        jax.config.update("jax_log_compiles", True)
+        logging.getLogger("jax").addHandler(self)
+        return self
+
+    def __exit__(self, *exc):
+        logging.getLogger("jax").removeHandler(self)
+        jax.config.update("jax_log_compiles", self._old)
+
+
+def numpy_model(params):
+    p = {k: np.asarray(v, np.float64) for k, v in params.items()}
+    return lambda X: np.tanh(np.asarray(X, np.float64) @ p["w1"] + p["b1"]) @ p["w2"]
+
+
+# --- pytrees -------------------------------------------------------------------------------------
+
+
+def test_split_and_merge_a_partial_and_static_equality():
+    params = make_params(0)
+    dynamic, spec = split(partial(mlp, params))
+    assert len(dynamic) == 3 and all(isinstance(a, jax.Array) for a in dynamic)
+    rebuilt = merge(dynamic, spec)
+    X = np.ones((2, M), np.float32)
+    np.testing.assert_array_equal(rebuilt(X), mlp(params, X))
+    assert split(partial(mlp, make_params(1)))[1] == spec  # other values, same structure
+    assert split(partial(mlp, params, 2.0))[1] != split(partial(mlp, params, 3.0))[1]  # static floats
+    a, b = [1], [1]  # unhashable: equal only when the same object
+    assert Static(a) == Static(a) and Static(a) != Static(b)
+    assert Static(lambda x: x) != Static(lambda x: x)
+
+
+def test_explainer_is_a_pytree_with_background_and_params_as_leaves(data):
+    background, _ = data
+    params = make_params(0)
+    ex = jaxshap.PermutationExplainer(partial(mlp, params), background, n_permutations=4, feature_names="abcd")
+    leaves, treedef = jax.tree_util.tree_flatten(ex)
+    assert len(leaves) == 4  # background + w1, b1, w2
+    assert any(leaf is params["w1"] for leaf in leaves)
+    again = jax.tree_util.tree_unflatten(treedef, leaves)
+    assert type(again) is jaxshap.PermutationExplainer and again.n_permutations == 4
+    other = jaxshap.PermutationExplainer(partial(mlp, make_params(1)), background + 1, n_permutations=4,
+                                         feature_names="abcd")
+    assert jax.tree_util.tree_structure(other) == treedef
+    different = jaxshap.PermutationExplainer(partial(mlp, params), background, n_permutations=6, feature_names="abcd")
+    assert jax.tree_util.tree_structure(different) != treedef
+
+
+def test_jit_and_grad_take_the_explainer_as_an_argument(data):
+    background, X = data
+    X = X[:5]
+    ex = jaxshap.ExactExplainer(partial(mlp, make_params(0)), background)
+    explain = jax.jit(lambda ex, X: ex(X).values)
+    np.testing.assert_allclose(explain(ex, X), ex(X).values, rtol=1e-5, atol=1e-6)
+    # another explainer of the same configuration: same program, its own arrays (no stale constants)
+    params = make_params(1)
+    ex2 = jaxshap.ExactExplainer(partial(mlp, params), background + 0.5)
+    expected = interventional_shapley(numpy_model(params), X, background + 0.5)
+    np.testing.assert_allclose(explain(ex2, X), expected, rtol=1e-4, atol=1e-5)
+    assert explain._cache_size() == 1
+    # gradient with respect to the explainer: its model leaves carry d loss / d params
+    loss = lambda e: (e(X).values ** 2).sum()
+    g = jax.grad(loss)(ex2)
+    assert isinstance(g, jaxshap.ExactExplainer)
+    rebuilt = jax.grad(lambda p: loss(jaxshap.ExactExplainer(partial(mlp, p), background + 0.5)))(params)
+    chex.assert_trees_all_close(g.model.model.args[0], rebuilt, rtol=1e-4, atol=1e-5)
+    # jit of the explainer itself (a callable)
+    np.testing.assert_allclose(jax.jit(ex)(X).values, ex(X).values, rtol=1e-5, atol=1e-6)
+
+
+# --- compile once --------------------------------------------------------------------------------
+
+
+def test_second_instance_and_new_row_counts_do_not_recompile(data):
+    background, X = data
+    params = make_params(2)
+    kwargs = dict(n_coalitions=10, third_order=False)
+    ex = jaxshap.KernelExplainer(partial(mlp, params), background, **kwargs)
+    ex(X[:100], key=1)
+    before = TRACES["n"]
+    with CountCompiles() as compiles:
+        out = {n: ex(X[:n], key=1) for n in (101, 37)}
+        second = jaxshap.KernelExplainer(partial(mlp, make_params(3)), background * 2, **kwargs)
+        second(X[:37], key=1)
+    assert TRACES["n"] == before, "a new row count or a second instance recompiled the program"
+    assert compiles.names == []  # not even a small program (slices of the results) for the new counts
+    # and the padded, skipped rows do not leak into the results: row i is row i of the full call
+    full = ex(X, key=1).values
+    out[1] = ex(X[:1], key=1)  # (may compile a smaller chunk)
+    for n, expl in out.items():
+        chex.assert_shape(expl.values, (n, M))
+        np.testing.assert_allclose(expl.values, full[:n], rtol=1e-5, atol=1e-6)
+
+
+def test_bucket_rows():
+    assert chunking.bucket_rows(100, 1) == chunking.bucket_rows(37, 1) == (1, 256)
+    assert chunking.bucket_rows(100, 1100) == chunking.bucket_rows(37, 1100) == (137, 274)
+    assert chunking.bucket_rows(3, 64) == (8, 256)  # all rows fit a smaller chunk
+    rows, size = chunking.bucket_rows(10**7, 8)
+    assert rows == 8 and size == 8 * chunking.MAX_CALL_CHUNKS  # large calls: blocks of the largest
+    assert chunking.bucket_rows(300, 1) == (1, 1024)
+
+
+def test_eager_grad_loop_rebuilding_the_explainer_compiles_once(data):
+    background, X = data
+    X = X[:8]
+    loss = lambda p: (jaxshap.ExactExplainer(partial(mlp, p), background)(X).values ** 2).sum()
+    p = make_params(4)
+    g1 = jax.grad(loss)(p)
+    before = TRACES["n"]
+    p2 = jax.tree_util.tree_map(lambda a, g: a - 0.1 * g, p, g1)
+    g2 = jax.grad(loss)(p2)
+    assert TRACES["n"] == before
+    # the gradient is right: finite differences on one weight, in float64
+    with jax.enable_x64(True):
+        p64 = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), p2)
+        bg64, X64 = background.astype(np.float64), X.astype(np.float64)
+        loss64 = lambda p: (jaxshap.ExactExplainer(partial(mlp, p), bg64)(X64).values ** 2).sum()
+        g64 = jax.grad(loss64)(p64)
+        eps = 1e-6
+        bump = lambda s: {**p64, "w2": p64["w2"].at[1].add(s)}
+        numeric = (loss64(bump(eps)) - loss64(bump(-eps))) / (2 * eps)
+        np.testing.assert_allclose(g64["w2"][1], numeric, rtol=1e-6)
+    np.testing.assert_allclose(g2["w2"][1], g64["w2"][1], rtol=1e-3)
+
+
+def test_effects_compile_once_per_configuration(data):
+    _, X = data
+    params = make_params(5)
+    model = partial(mlp, params)
+    jaxshap.h_statistic(model, X[:20])
+    jaxshap.partial_dependence(model, X[:20], 0)
+    with CountCompiles() as compiles:
+        h = jaxshap.h_statistic(partial(mlp, make_params(6)), X[20:40])
+        jaxshap.partial_dependence(model, X[20:40], 0)
+    assert compiles.names == []
+    assert np.all(np.isfinite(np.asarray(h.overall)))
+
+
+# --- memory --------------------------------------------------------------------------------------
+
+
+def test_gradient_memory_is_bounded_by_the_chunk_not_the_rows(data):
+    """XLA's buffer accounting of the gradient program: 8x more rows, about the same memory."""
+    background, _ = data
+    params = make_params(7)
+
+    def temp_bytes(n):
+        def loss(p, X):
+            ex = jaxshap.ExactExplainer(partial(mlp, p), background, memory_budget=2**12)
+            return (ex(X).values ** 2).sum()
+
+        X = jax.ShapeDtypeStruct((n, M), jnp.float32)
+        return jax.jit(jax.grad(loss)).lower(params, X).compile().memory_analysis().temp_size_in_bytes
+
+    small, large = temp_bytes(16), temp_bytes(128)
+    per_row_io = 4 * (M + M + 1) + 8  # a row, its values, its base value, its key
+    per_row_activations = 2**M * B * 5 * 4  # one row's hidden activations over its coalitions (1920)
+    growth = (large - small) / (128 - 16)
+    assert growth <= 4 * per_row_io < per_row_activations  # kept: the inputs, not each chunk's activations
+    # padded to a capacity of 256 one-row chunks: without remat the scan would keep 256 chunks' activations
+    assert large < 256 * per_row_activations / 4
+
+
+def test_planner_counts_the_kernel_working_set(data):
+    background, _ = data
+    rng = np.random.default_rng(0)
+    m = 12
+    w = jnp.asarray(rng.normal(size=m), jnp.float32)
+    bg = rng.normal(size=(2, m)).astype(np.float32)
+    ex = jaxshap.KernelExplainer(lambda X: X @ w, bg, n_coalitions=400, third_order=True, memory_budget=2**21)
+    working = ex._working_set_per_row()
+    t = m * (m - 1) * (m - 2) // 6
+    assert working >= 4 * (402 * (m + t) + (m + t) ** 2)  # at least the design and the Gram matrix
+    rows, coalitions = ex._plan(64)
+    assert rows * working <= 2**21 and rows < 64
+
+
+# --- the persistent compilation cache ------------------------------------------------------------
+
+
+def test_enable_compilation_cache_writes_and_a_second_process_reads(tmp_path):
+    code = textwrap.dedent(
+        f"""
+        import time, jax, jax.numpy as jnp, numpy as np, jaxshap
+        path = jaxshap.enable_compilation_cache({str(tmp_path)!r})
+        rng = np.random.default_rng(0)
+        w = jnp.asarray(rng.normal(size=(3, 4)), jnp.float32)
+        model = lambda X: jnp.tanh(X @ w).sum(-1)
+        ex = jaxshap.PermutationExplainer(model, rng.normal(size=(4, 3)), n_permutations=4)
+        t = time.perf_counter()
+        v = np.asarray(ex(rng.normal(size=(5, 3)), key=0).values)
+        print(time.perf_counter() - t, float(v.sum()))
+        """
+    )
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    run = lambda: subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    first = run()
+    assert first.returncode == 0, first.stderr[-2000:]
+    written = set(os.listdir(tmp_path))
+    assert written, "nothing was written to the cache"
+    second = run()
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert first.stdout.split()[1] == second.stdout.split()[1]  # same values
+    assert set(os.listdir(tmp_path)) == written  # every program came from the cache
+    with pytest.raises(ValueError, match="min_compile_seconds"):
+        jaxshap.enable_compilation_cache(tmp_path, min_compile_seconds=-1)
+
+
+# --- one runtime: LinearExplainer ----------------------------------------------------------------
+
+
+def test_linear_explainer_runs_on_the_shared_runtime(data, monkeypatch):
+    background, X = data
+    rng = np.random.default_rng(8)
+    coef, b = rng.normal(size=M).astype(np.float32), 0.5
+    for perturbation in ("interventional", "correlation_dependent"):
+        ex = jaxshap.LinearExplainer((coef, b), background, feature_perturbation=perturbation, memory_budget=64)
+        assert isinstance(ex, jaxshap._runtime._rows.RowExplainer)
+        rows, _ = ex._plan(101)
+        assert rows < 101  # the tiny budget really cuts the rows into chunks
+        one = np.asarray(ex(X).values)
+        expected_fx = X @ coef + b
+        np.testing.assert_allclose(one.sum(1) + np.asarray(ex(X).base_values), expected_fx, rtol=1e-4, atol=1e-4)
+        if perturbation == "interventional":
+            np.testing.assert_allclose(one, coef * (X - background.mean(0)), rtol=1e-5, atol=1e-6)
+        monkeypatch.setattr(chunking, "BLOCK_EVALS", 1)
+        monkeypatch.setattr(chunking, "TARGET_BLOCKS", 4)
+        np.testing.assert_allclose(np.asarray(ex(X, progress=True, devices="local").values), one, rtol=1e-6, atol=1e-6)
+        streamed = np.concatenate([np.asarray(e.values) for e in ex.explain_batches(X, batch_size=30)])
+        np.testing.assert_allclose(streamed, one, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(jax.jit(lambda e, X: e(X).values)(ex, X), one, rtol=1e-6, atol=1e-6)
+        monkeypatch.undo()
