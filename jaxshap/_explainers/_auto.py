@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import abc
-import pickle
 import warnings
 from typing import Any, Sequence
 
 from .._runtime._links import resolve_link
+from .._runtime._shap_api import unpickle_explainer
 from ..maskers import Independent, Partition
 from ..maskers._partition import MAX_OWEN_COALITIONS
 from ._exact import ExactExplainer
@@ -154,14 +154,7 @@ class Explainer(abc.ABC):
     @classmethod
     def load(cls, file: Any) -> Any:
         """Load any explainer saved with its ``save`` method (this unpickles: trusted files only)."""
-        if hasattr(file, "read"):
-            obj = pickle.load(file)
-        else:
-            with open(file, "rb") as handle:
-                obj = pickle.load(handle)
-        if not isinstance(obj, cls):
-            raise TypeError(f"`file` holds a {type(obj).__name__}, not a jaxshap explainer.")
-        return obj
+        return unpickle_explainer(file, cls, "jaxshap explainer")
 
 
 def _identity_only(link: str, name: str) -> None:

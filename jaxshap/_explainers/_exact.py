@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-import jax
 import jax.numpy as jnp
 
 from .._coalitions._masks import all_masks

@@ -23,7 +23,6 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 import jax
-import numpy as np
 
 from .._explanation import Explanation
 from ._chunking import chunk_bytes, map_chunks, plan_blocks

@@ -12,6 +12,18 @@ from typing import Any
 import numpy as np
 
 
+def unpickle_explainer(file: Any, cls: type, what: str) -> Any:
+    """Unpickle an explainer from a path or an open binary file, checking it is a ``cls``."""
+    if hasattr(file, "read"):
+        obj = pickle.load(file)
+    else:
+        with open(file, "rb") as handle:
+            obj = pickle.load(handle)
+    if not isinstance(obj, cls):
+        raise TypeError(f"`file` holds a {type(obj).__name__}, not a {what}.")
+    return obj
+
+
 def _is_one_row(X: Any) -> bool:
     """True for a single row given as a 1-D array, list or pandas Series."""
     if hasattr(X, "columns"):  # a DataFrame, even of one row, keeps its row axis
@@ -63,11 +75,4 @@ class ShapAPI:
         Raises:
           TypeError: when the file holds something other than an explainer of this class.
         """
-        if hasattr(file, "read"):
-            obj = pickle.load(file)
-        else:
-            with open(file, "rb") as handle:
-                obj = pickle.load(handle)
-        if not isinstance(obj, cls):
-            raise TypeError(f"`file` holds a {type(obj).__name__}, not a {cls.__name__}.")
-        return obj
+        return unpickle_explainer(file, cls, cls.__name__)

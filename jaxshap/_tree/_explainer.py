@@ -370,14 +370,7 @@ class TreeExplainer(ShapAPI):
         # with 2**L patterns (or, for long paths or a tight budget, evaluated directly).
         table_budget = self.memory_budget // 2
         groups, group_tabled = [], []
-        widths = [w for w in GROUP_WIDTHS if w < paths.n_slots] + [paths.n_slots]
-        lower = 0
-        for width in widths:
-            keep = (paths.length > lower) & (paths.length <= width)
-            lower = width
-            if not keep.any():
-                continue
-            g = paths.subset(keep, width)
+        for _, g in paths.by_width(GROUP_WIDTHS):
             table_bytes = g.n_paths * 2**g.n_slots * g.n_slots * self.dtype.itemsize
             tabled = g.n_slots <= MAX_TABLE_SLOTS and table_bytes <= table_budget and not approximate and not transformed
             if tabled:

@@ -134,14 +134,8 @@ def build_groups(paths, background, dtype, memory_budget: int) -> list[dict]:
     m, k = paths.n_features, paths.n_outputs
     table_budget = memory_budget
     limit = MAX_PATH_SLOTS if background is None else MAX_INTERVENTIONAL_SLOTS
-    widths = [w for w in GROUP_WIDTHS if w < paths.n_slots] + [paths.n_slots]
-    groups, lower = [], 0
-    for width in widths:
-        keep = (paths.length > lower) & (paths.length <= width)
-        lower = width
-        if not keep.any():
-            continue
-        g = paths.subset(keep, width)
+    groups = []
+    for _, g in paths.by_width(GROUP_WIDTHS):
         u = g.n_slots
         f = g.feature.astype(np.int64)
         index = (f[:, :, None] * m + f[:, None, :]) * k + g.output[:, None, None]

@@ -65,6 +65,18 @@ class Paths:
     cat_words: np.ndarray | None = None
     cat_invalid_ok: np.ndarray | None = None
 
+    def by_width(self, widths: tuple[int, ...]):
+        """Yield ``(width, group)``: the paths with more slots than the previous width and at
+        most ``width``, cut to ``width`` slots, for each of ``widths`` below ``n_slots`` and then
+        ``n_slots`` itself (empty groups are skipped). Grouping paths by length keeps short paths
+        from being padded to the longest one."""
+        lower = 0
+        for width in [w for w in widths if w < self.n_slots] + [self.n_slots]:
+            keep = (self.length > lower) & (self.length <= width)
+            lower = width
+            if keep.any():
+                yield width, self.subset(keep, width)
+
     def subset(self, keep: np.ndarray, width: int) -> "Paths":
         """The paths ``keep`` (boolean ``[P]``), with slots cut to the first ``width`` columns
         (valid when those paths have at most ``width`` real slots)."""
