@@ -493,3 +493,15 @@ def test_third_order_in_kernel_form_beyond_16_features():
         err[third] = float(((phi - exact) ** 2).mean())
     # about 180 sampled pairs for 1140 terms: the ridge fit removes roughly the share the sample can identify
     assert err[True] < err[False] / 1.5, err
+
+
+def test_cached_plans_survive_switching_x64():
+    """A plan first used inside a float32 jit must still work eagerly under x64 (and back)."""
+    m, c = 6, 40
+    weights = np.arange(1.0, m + 1.0)
+    f32 = jax.jit(lambda key: kernel_shapley(key, lambda ms: (ms @ jnp.asarray(weights, jnp.float32)), m, c)[0])
+    np.testing.assert_allclose(f32(jax.random.key(1)), weights, rtol=1e-5)
+    with jax.enable_x64(True):
+        phi = kernel_shapley(jax.random.key(1), lambda ms: ms.astype(jnp.float64) @ jnp.asarray(weights), m, c)[0]
+        assert phi.dtype == jnp.float64
+        np.testing.assert_allclose(phi, weights, rtol=1e-12)

@@ -33,13 +33,13 @@ Everything is keyed and shape-static: the number of coalitions per stratum is fi
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
 import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from ._static_cache import static_cache
 
 SAMPLERS = ("paired", "leverage")
 
@@ -230,7 +230,7 @@ def _allocate(m: int, layers: list[tuple[int, bool, int]], budget: int, sampler:
     return list(zip(pairs, extras))
 
 
-@functools.lru_cache(maxsize=64)
+@static_cache(64)
 def kernel_plan(n_features: int, n_coalitions: int, sampler: str = "paired") -> KernelPlan:
     """Build the static sampling plan of ``n_coalitions`` coalitions over ``M = n_features``.
 
@@ -544,7 +544,7 @@ def _draw_pooled(key: jax.Array, m: int, pooled: Pooled, dtype) -> tuple[jax.Arr
     return masks, weights
 
 
-@functools.lru_cache(maxsize=64)
+@static_cache(64)
 def plan_rows(plan: KernelPlan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The regression rows of a plan's coalitions: ``(first, second, unit)``, each ``[U]``.
 

@@ -53,7 +53,6 @@ indices repeat, and ``I[i, j] == I[j, i]``.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 from typing import Callable
@@ -64,6 +63,7 @@ import numpy as np
 
 from .._coalitions._masks import all_masks, exact_coefficients
 from ._precision import full_precision
+from .._coalitions._static_cache import static_cache
 
 ValueFn = Callable[[jax.Array], jax.Array]
 
@@ -131,7 +131,7 @@ def kernel_weights(n_features: int) -> np.ndarray:
     return w
 
 
-@functools.lru_cache(maxsize=64)
+@static_cache(64)
 def faith_solution(n_features: int, order: int) -> tuple[tuple[tuple[int, ...], ...], np.ndarray, np.ndarray]:
     r"""The exact Faith-SHAP map for ``M`` features and order ``k``, in float64.
 

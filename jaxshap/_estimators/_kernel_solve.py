@@ -134,8 +134,7 @@ def kernel_operator(
     c = masks.shape[0]
     if rows is None:
         rows = (np.arange(c), np.arange(c), np.arange(c))
-    # int64 row indices: a NumPy int32 index array fails eagerly inside jax.enable_x64 (jax 0.10.2)
-    first, second, unit = (np.asarray(a, dtype=np.int64) for a in rows)
+    first, second, unit = (np.asarray(a) for a in rows)
     paired = jnp.asarray(first != second)
     z = masks.astype(dtype)
     w = weights.astype(dtype)

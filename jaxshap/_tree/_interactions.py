@@ -46,6 +46,7 @@ from .._runtime._chunking import map_chunks
 from ._interventional import pair_shapley, pattern_table
 from ._path_dependent import path_shapley, path_tables_host
 from ._paths import follows, follows_host, pattern, slot_arrays
+from .._coalitions._static_cache import static_cache
 
 GROUP_WIDTHS = (2, 4, 6, 8)
 MAX_PATH_SLOTS = 10  # path-dependent tables: 2**U U**2 per path
@@ -77,7 +78,7 @@ def path_interaction_tables_host(zero_fraction: np.ndarray) -> np.ndarray:
     return _finish(pairs, phi)
 
 
-@functools.lru_cache(maxsize=8)
+@static_cache(8)
 def interventional_pair_table(n_slots: int) -> np.ndarray:
     """``[2**U (x pattern), 2**U (b pattern), U, U]`` interaction values of one leaf for every
     pair of patterns (unit leaf value)."""

@@ -24,13 +24,13 @@ so for short paths the background is summarised per path by a histogram of its p
 
 from __future__ import annotations
 
-import functools
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .._coalitions._masks import shapley_weight
+from .._coalitions._static_cache import static_cache
 
 
 def _weight_tables(n_slots: int, dtype) -> tuple[np.ndarray, np.ndarray]:
@@ -66,7 +66,7 @@ def pair_shapley(x_follows: jax.Array, b_follows: jax.Array, dtype=jnp.float32) 
     return jnp.where(reach, phi, 0.0).astype(dtype)
 
 
-@functools.lru_cache(maxsize=16)
+@static_cache(16)
 def pattern_table(n_slots: int, dtype) -> np.ndarray:
     """``[2**U (x pattern), 2**U (b pattern), U]``: the pair values of every pair of patterns.
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import jax
@@ -17,12 +16,13 @@ from .._coalitions._hierarchy import (
     owen_plan,
 )
 from ._independent import DEFAULT_MAX_SAMPLES, Independent
+from .._coalitions._static_cache import static_cache
 
 MAX_OWEN_COALITIONS = 2**20
 """Exact Owen values refuse hierarchies that need more coalitions per row than this."""
 
 
-@functools.lru_cache(maxsize=32)
+@static_cache(32)
 def _tables(clustering: tuple, n_features: int):
     Z = np.asarray(clustering, np.float64).reshape(-1, 4)
     return owen_plan(Z, n_features), order_tables(Z, n_features)
