@@ -11,7 +11,8 @@ import numpy as np
 
 from .._estimators._gradients import QUADRATURE_RULES, expected_gradients_row, integrated_gradients_row, quadrature
 from .._explanation import Explanation
-from .._runtime._chunking import DEFAULT_MEMORY_BUDGET, map_chunks, plan_blocks, plan_chunks
+from .._runtime._chunking import DEFAULT_MEMORY_BUDGET, chunk_capacity, map_chunks, plan_chunks
+from .._runtime._explainer import drop_output_axis
 from .._runtime._inputs import (
     as_key,
     as_matrix,
@@ -21,10 +22,10 @@ from .._runtime._inputs import (
     is_traced,
     resolve_feature_names,
 )
-from .._runtime._model import Model, wrap_model
+from .._runtime._model import Model, model_errors, wrap_model
 from .._runtime._progress import ProgressBar, wants_progress
+from .._runtime._rows import RowExplainer
 from ..maskers import Independent
-from ._row_blocks import run_blocks
 
 
 def _check_budget(memory_budget: Any) -> int:
@@ -61,15 +62,21 @@ def _bytes_per_point(model: Model, n_features: int, dtype: Any) -> int:
     return model.bytes_per_row * (2 + model.n_outputs) + itemsize * n_features * (4 + model.n_outputs)
 
 
-def _wrap(model: Model, phi, base, stderr, X, names, feature_names) -> Explanation:
-    if model.single_output:
-        phi, base = phi[..., 0], base[..., 0]
-        stderr = None if stderr is None else stderr[..., 0]
+def _wrap(model: Model, phi, base, stderr, X, feature_names) -> Explanation:
+    if model.single_output:  # through NumPy on a CPU: a new number of rows compiles nothing
+        phi, base, stderr = drop_output_axis((phi, base, stderr))
     output_names = None if model.single_output else [f"Output {k}" for k in range(model.n_outputs)]
     return Explanation(phi, base, X, stderr, feature_names, output_names)
 
 
-class GradientExplainer:
+def _plan_points(n_rows: int, exact: bool, points_per_row: int, model: Model, n_features: int, dtype: Any, budget: int):
+    """``(rows_per_chunk, points_per_chunk)`` for rows of ``points_per_row`` gradient evaluations:
+    balanced over ``n_rows`` rows when ``exact``, else the largest chunk that fits the budget."""
+    args = (points_per_row, 1, _bytes_per_point(model, n_features, dtype), budget)
+    return plan_chunks(n_rows, *args) if exact else chunk_capacity(*args)
+
+
+class GradientExplainer(RowExplainer):
     r"""Expected gradients: Shapley-style attributions of a differentiable model from its gradients.
 
     .. math::
@@ -153,25 +160,8 @@ class GradientExplainer:
         self.local_smoothing = float(local_smoothing)
         self.memory_budget = _check_budget(memory_budget)
         self.model = differentiable_model(model, self.n_features, self.background.dtype, self.background, "GradientExplainer")
-        self._names = feature_names
-        self._bg_names = masker.feature_names
-        self._program = jax.jit(self._explain, static_argnums=(4, 5))
-
-    def _plan(self, n_rows: int) -> tuple[int, int]:
-        per_point = _bytes_per_point(self.model, self.n_features, self.background.dtype)
-        return plan_chunks(n_rows, self.n_samples, 1, per_point, self.memory_budget)
-
-    def _explain(self, background, X, key, first, rows_per_chunk, samples_per_chunk):
-        f = self.model.fn
-        index = first + jnp.arange(X.shape[0])
-        keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(index)
-
-        def one(k, x):
-            return expected_gradients_row(k, f, x, background, self.n_samples, self.local_smoothing, samples_per_chunk)
-
-        phi, stderr = map_chunks(lambda a: jax.vmap(one)(*a), (keys, X), rows_per_chunk)
-        base = jnp.broadcast_to(f(background).mean(axis=0), (X.shape[0], self.model.n_outputs))
-        return phi, base, stderr
+        self._names = None if feature_names is None else tuple(str(n) for n in feature_names)
+        self._bg_names = None if masker.feature_names is None else tuple(masker.feature_names)
 
     @property
     def expected_value(self) -> jax.Array:
@@ -179,39 +169,66 @@ class GradientExplainer:
         base = self.model.fn(self.background).mean(axis=0)
         return base[0] if self.model.single_output else base
 
-    def __call__(self, X: Any, key: Any = None, *, progress: bool | None = None) -> Explanation:
+    # --- the shared runtime's contract (see jaxshap._runtime._rows) ---------------------------
+    def _validate(self, X: Any) -> jax.Array:
+        X = as_matrix(X, "X", dtype=self.background.dtype)
+        check_n_features(X, self.n_features, "X", "the background")
+        check_finite(X, "X")
+        return X
+
+    def _plan(self, n_rows: int, exact: bool = True) -> tuple[int, int]:
+        """``(rows_per_chunk, samples_per_chunk)``: whole rows of ``n_samples`` gradient
+        evaluations per chunk, or one row in chunks of samples when a row does not fit."""
+        return _plan_points(
+            n_rows, exact, self.n_samples, self.model, self.n_features, self.background.dtype, self.memory_budget
+        )
+
+    def _bytes_per_row(self) -> int:
+        return self.n_samples * _bytes_per_point(self.model, self.n_features, self.background.dtype)
+
+    def _evals_per_row(self) -> int:
+        return self.n_samples * (1 + self.model.n_outputs)  # a forward and K reverse passes each
+
+    def _explain_rows(self, X: jax.Array, keys: jax.Array):
+        return self._explain_local(X, keys, X.shape[0], self._plan(1)[1])
+
+    def _explain_local(self, X, keys, rows_per_chunk, samples_per_chunk, n_valid=None):
+        """Rows ``X [b, M]`` with keys ``keys [b]``, chunk by chunk; the base value is computed once."""
+        f, background = self.model.fn, self.background
+
+        def one(k, x):
+            return expected_gradients_row(k, f, x, background, self.n_samples, self.local_smoothing, samples_per_chunk)
+
+        phi, stderr = map_chunks(lambda a: jax.vmap(one)(*a), (keys, X), rows_per_chunk, n_valid)
+        base = jnp.broadcast_to(f(background).mean(axis=0), (X.shape[0], self.model.n_outputs))
+        return phi, base, stderr
+
+    def _wrap(self, phi, base, stderr, X, names) -> Explanation:
+        feature_names = resolve_feature_names(self._names, self.n_features, self._bg_names, names)
+        return _wrap(self.model, phi, base, stderr, X, feature_names)
+
+    def __call__(self, X: Any, key: Any = None, *, progress: bool | None = None, devices: Any = None) -> Explanation:
         """Explain the rows of ``X``.
 
         Args:
-          X: rows ``[n, M]`` (array or DataFrame; one row ``[M]`` is promoted).
+          X: rows ``[n, M]`` (array or DataFrame; one row ``[M]`` is promoted; a JAX array
+            sharded over devices along its rows is explained where it lies).
           key: PRNG key; ``None`` means ``jax.random.key(0)``. Row ``i`` uses ``fold_in(key, i)``,
-            so results do not depend on chunks or blocks.
+            so results do not depend on chunks, blocks, batches or devices.
           progress: progress bar on stderr (``None``: only when stderr is a terminal).
+          devices: ``None`` (run where ``X`` lies), ``"local"`` or a sequence of devices to shard
+            the rows over.
 
         Returns:
           An :class:`Explanation`: ``values`` ``[n, M]`` (or ``[n, M, K]``), ``base_values`` the
           mean model output over the background, ``stderr`` the Monte Carlo standard errors.
+
+        Rows are explained by the shared runtime (:class:`jaxshap._runtime._rows.RowExplainer`):
+        chunks under ``memory_budget``, row counts padded to a few capacities (a new ``n``
+        rarely compiles), one compiled program for every explainer of the same configuration,
+        and :meth:`explain_batches` for streams.
         """
-        names = column_names(X)
-        X = as_matrix(X, "X", dtype=self.background.dtype)
-        check_n_features(X, self.n_features, "X", "the background")
-        check_finite(X, "X")
-        key = as_key(key)
-        rows, samples = self._plan(X.shape[0])
-        show = wants_progress(progress) and not is_traced(X)
-        bar = ProgressBar(X.shape[0]) if show else None
-        call = lambda rows_x, first: self._program(self.background, rows_x, key, first, rows, samples)
-        try:
-            if bar is None:
-                phi, base, stderr = call(X, 0)
-            else:
-                per_row = self.n_samples * (1 + self.model.n_outputs)
-                phi, base, stderr = run_blocks(call, X, plan_blocks(X.shape[0], rows, per_row), bar)
-        finally:
-            if bar is not None:
-                bar.close()
-        feature_names = resolve_feature_names(self._names, self.n_features, self._bg_names, names)
-        return _wrap(self.model, phi, base, stderr, X, names, feature_names)
+        return super().__call__(X, key, progress=progress, devices=devices)
 
     def shap_values(self, X: Any, key: Any = None) -> np.ndarray:
         """The values as NumPy, in shap's shapes: ``[n, M]`` or ``[n, M, K]``."""
@@ -224,15 +241,41 @@ def _cached_model(model: Callable, n_features: int, dtype: str) -> Model:
     return differentiable_model(model, n_features, dtype, zeros, "integrated_gradients")
 
 
-@functools.lru_cache(maxsize=32)
-def _cached_program(wrapped: Model, n_steps: int, rule: str, rows_per_chunk: int, steps_per_chunk: int):
-    alphas, weights = quadrature(rule, n_steps)
+class _IntegratedGradients(RowExplainer):
+    """Integrated gradients on the shared runtime: a row is ``[x, b]`` (``[2M]``), the explained
+    row followed by its baseline, so per-row baselines travel with the rows through chunks,
+    padding, blocks and devices. One compiled program serves every call with the same model,
+    rule and number of steps (and rows within a capacity)."""
 
-    def program(X, baselines):
-        one = lambda x, b: integrated_gradients_row(wrapped.fn, x, b, alphas, weights, steps_per_chunk)
-        return map_chunks(lambda a: jax.vmap(one)(*a), (X, baselines), rows_per_chunk)
+    def __init__(self, model: Model, n_features: int, n_steps: int, rule: str, memory_budget: int):
+        self.model, self.n_features = model, n_features
+        self.n_steps, self.rule, self.memory_budget = n_steps, rule, memory_budget
 
-    return jax.jit(program)
+    def _validate(self, X: Any) -> jax.Array:  # rows are built and checked by integrated_gradients
+        return X
+
+    def _plan(self, n_rows: int, exact: bool = True) -> tuple[int, int]:
+        return _plan_points(n_rows, exact, self.n_steps, self.model, self.n_features, self.model.dtype, self.memory_budget)
+
+    def _bytes_per_row(self) -> int:
+        return self.n_steps * _bytes_per_point(self.model, self.n_features, self.model.dtype)
+
+    def _evals_per_row(self) -> int:
+        return self.n_steps * (1 + self.model.n_outputs)
+
+    def _explain_rows(self, X: jax.Array, keys: jax.Array):
+        return self._explain_local(X, keys, X.shape[0], self._plan(1)[1])
+
+    def _explain_local(self, X, keys, rows_per_chunk, steps_per_chunk, n_valid=None):
+        del keys  # deterministic
+        alphas, weights = quadrature(self.rule, self.n_steps)
+        m, f = self.n_features, self.model.fn
+        one = lambda xb: integrated_gradients_row(f, xb[:m], xb[m:], alphas, weights, steps_per_chunk)
+        phi, base = map_chunks(jax.vmap(one), X, rows_per_chunk, n_valid)
+        return phi, base, None
+
+    def _wrap(self, phi, base, stderr, X, names):  # integrated_gradients wraps the results itself
+        return phi, base
 
 
 def integrated_gradients(
@@ -244,6 +287,8 @@ def integrated_gradients(
     rule: str = "gauss_legendre",
     feature_names: Sequence[str] | None = None,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    progress: bool | None = None,
+    devices: Any = None,
 ) -> Explanation:
     r"""Integrated gradients of a JAX model along the straight path from a baseline, by quadrature.
 
@@ -273,6 +318,14 @@ def integrated_gradients(
         :func:`jaxshap._estimators._gradients.quadrature`).
       feature_names: optional names of the features.
       memory_budget: bytes one chunk of gradient evaluations may use.
+      progress: progress bar on stderr (``None``: only when stderr is a terminal).
+      devices: ``None`` (run where ``X`` lies), ``"local"`` or a sequence of devices to shard
+        the rows over (as for every explainer).
+
+    The rows run on the shared runtime (:class:`jaxshap._runtime._rows.RowExplainer`): chunks
+    under ``memory_budget``, row counts padded to a few capacities, and one compiled program for
+    every call with the same model, rule and ``n_steps``, so a new number of rows or a second
+    call rarely compiles.
 
     Returns:
       An :class:`Explanation` with ``values`` ``[n, M]`` (or ``[n, M, K]``), ``base_values``
@@ -291,7 +344,7 @@ def integrated_gradients(
     rule = "gauss_legendre" if rule == "gausslegendre" else rule
     budget = _check_budget(memory_budget)
     if baseline is None:
-        baselines = jnp.zeros_like(X)
+        base_rows = jnp.zeros((1, m), X.dtype)
     else:
         base_rows = as_matrix(baseline, "baseline", dtype=X.dtype)
         check_n_features(base_rows, m, "baseline", "X")
@@ -300,7 +353,11 @@ def integrated_gradients(
                 f"`baseline` must be one row [M] or one row per explained row [{n}, {m}]; got {base_rows.shape[0]} rows."
             )
         check_finite(base_rows, "baseline")
-        baselines = jnp.broadcast_to(base_rows, X.shape)
+    if is_traced(X) or is_traced(base_rows):
+        rows = jnp.concatenate([X, jnp.broadcast_to(base_rows, X.shape)], axis=1)
+    else:  # through NumPy: a new number of rows compiles nothing
+        rows = np.concatenate([np.asarray(X), np.broadcast_to(np.asarray(base_rows), X.shape)], axis=1)
+        rows = jax.device_put(rows, next(iter(X.devices())))
     dtype = str(jnp.dtype(X.dtype))
     try:
         wrapped = _cached_model(model, m, dtype)
@@ -308,11 +365,20 @@ def integrated_gradients(
         if "unhashable" not in str(err):
             raise
         wrapped = _cached_model.__wrapped__(model, m, dtype)
-    rows, steps = plan_chunks(n, int(n_steps), 1, _bytes_per_point(wrapped, m, X.dtype), budget)
-    program = _cached_program(wrapped, int(n_steps), rule, rows, steps)
-    phi, base = program(X, baselines)
     feature_names = resolve_feature_names(feature_names, m, names)
-    return _wrap(wrapped, phi, base, None, X, names, feature_names)
+    explainer = _IntegratedGradients(wrapped, m, int(n_steps), rule, budget)
+    if n == 0:
+        phi, base = explainer._empty(rows, None)
+        return _wrap(wrapped, phi, base, None, X, feature_names)
+    show = wants_progress(progress) and not is_traced(rows)
+    bar = ProgressBar(n) if show else None
+    with model_errors():
+        try:
+            phi, base, _ = explainer._run(rows, as_key(None), 0, devices, bar, blocked=show)
+        finally:
+            if bar is not None:
+                bar.close()
+    return _wrap(wrapped, phi, base, None, X, feature_names)
 
 
 __all__ = ["GradientExplainer", "integrated_gradients", "QUADRATURE_RULES"]
