@@ -149,3 +149,54 @@ def test_integrated_gradients_runtime_options_and_no_recompile(data, small_block
     np.testing.assert_allclose(np.asarray(part.values), np.asarray(want), **CLOSE)
     empty = jaxshap.integrated_gradients(model, X[:0], n_steps=8)
     assert empty.values.shape == (0, M) and empty.base_values.shape == (0,)
+
+
+# --- AmortizedExplainer --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def amortized(data):
+    from functools import partial
+
+    background, X = data
+    model = partial(mlp, make_params(6))
+    ex = jaxshap.AmortizedExplainer(model, background, hidden=(8,), n_coalitions=4)
+    ex.fit(X, key=0, epochs=2, batch_size=16, validation=4, progress=False)
+    return model, ex
+
+
+def test_amortized_explainer_takes_the_runtime_options(data, amortized, small_blocks):
+    _, X = data
+    model, ex = amortized
+    assert isinstance(ex, RowExplainer)
+    plain = ex(X)
+    # the values are the normalised network output: recompute them from the parameters
+    want = ex._phi(ex.params, jnp.asarray(X), ex.model.fn(jnp.asarray(X)))[..., 0]
+    np.testing.assert_allclose(np.asarray(plain.values), np.asarray(want), **CLOSE)
+    np.testing.assert_allclose(np.asarray(plain.values.sum(1) + plain.base_values), np.asarray(model(X)), rtol=1e-5, atol=1e-5)
+    check_runtime_options(ex, X, None, np.asarray(plain.values))
+
+
+def test_amortized_new_rows_and_a_loaded_copy_do_not_recompile(data, amortized, tmp_path):
+    _, X = data
+    model, ex = amortized
+    full = ex(X).values
+    before = TRACES["n"]
+    out = {n: ex(X[:n]) for n in (30, 20)}
+    path = str(tmp_path / "ex.npz")
+    ex.save(path)
+    loaded = jaxshap.AmortizedExplainer.load(path, model)
+    np.testing.assert_array_equal(np.asarray(loaded(X[:20]).values), np.asarray(out[20].values))
+    assert TRACES["n"] == before, "a new row count or a loaded copy recompiled the program"
+    for n, expl in out.items():
+        np.testing.assert_allclose(np.asarray(expl.values), np.asarray(full[:n]), **CLOSE)
+    # a retrained network of the same shapes: new leaves, the same program, its own values
+    other = jaxshap.AmortizedExplainer.load(path, model)
+    other.params = jax.tree_util.tree_map(lambda a: a * 1.5, ex.params)
+    values = other(X[:20]).values
+    assert TRACES["n"] == before
+    want = other._phi(other.params, jnp.asarray(X[:20]), other.model.fn(jnp.asarray(X[:20])))[..., 0]
+    np.testing.assert_allclose(np.asarray(values), np.asarray(want), **CLOSE)
+    assert np.abs(np.asarray(values) - np.asarray(out[20].values)).max() > 1e-3
+    with pytest.raises(ValueError, match="not trained"):
+        next(jaxshap.AmortizedExplainer(model, X[:8], hidden=(8,)).explain_batches(X))

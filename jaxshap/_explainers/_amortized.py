@@ -22,20 +22,19 @@ from .._estimators._fastshap import all_coalitions, apply_mlp, fastshap_loss, in
 from .._estimators._kernel import kernel_shapley
 from .._explanation import Explanation
 from .._runtime._chunking import DEFAULT_MEMORY_BUDGET, map_chunks, plan_chunks
+from .._runtime._explainer import drop_output_axis
 from .._runtime._inputs import (
     as_key,
     as_matrix,
     check_finite,
     check_n_features,
-    column_names,
-    is_traced,
     resolve_feature_names,
 )
 from .._runtime._model import wrap_model
 from .._runtime._progress import ProgressBar, wants_progress
+from .._runtime._rows import RowExplainer
 from ..maskers import Independent
 from ._gradient import reject_weights
-from ._row_blocks import run_blocks
 
 FORMAT_VERSION = 1
 """Version of the saved file layout (``.npz`` arrays plus a JSON ``config``)."""
@@ -45,7 +44,12 @@ EXACT_REFERENCE_FEATURES = 10
 with KernelSHAP at its default budget."""
 
 EXPLAIN_ROWS_PER_CHUNK = 8192
-"""Rows per chunk of the explaining pass (network and model), a few MiB of activations."""
+"""Most rows per chunk of the explaining pass (network and model); fewer when the activations
+of that many rows exceed the chunk's memory (``memory_budget``, capped on a CPU)."""
+
+
+EXPLAIN_FIELDS = ("n_features", "model", "_dtype", "base", "x_mean", "x_scale", "y_scale", "params")
+"""The attributes the explaining pass reads (the compiled program's argument, see ``_core``)."""
 
 
 def _positive_int(value: Any, name: str, least: int = 1) -> int:
@@ -64,7 +68,7 @@ def _check_hidden(hidden: Any) -> tuple[int, ...]:
     return hidden
 
 
-class AmortizedExplainer:
+class AmortizedExplainer(RowExplainer):
     r"""FastSHAP: a network trained to output interventional Shapley values in one forward pass.
 
     An MLP ``g(x; theta)`` (inputs standardised with the background's mean and spread, outputs
@@ -111,7 +115,14 @@ class AmortizedExplainer:
         that is validated and kept, default 0.99 (a horizon of about 100 steps); it averages out
         the noise of the sampled objective. 0 keeps the raw iterates.
       feature_names: optional names of the ``M`` features.
-      memory_budget: bytes of working memory for computing the validation reference values.
+      memory_budget: bytes of working memory for computing the validation reference values and
+        for one chunk of explained rows.
+
+    Explaining runs on the shared runtime (:class:`jaxshap._runtime._rows.RowExplainer`), as for
+    every explainer: ``progress=``, ``devices=`` and :meth:`explain_batches`, rows padded to a
+    few capacities, and one compiled program for every explainer with the same configuration
+    (a retrained or loaded network of the same shapes does not recompile). The explainer is a
+    pytree whose leaves include the network's parameters ``params``.
 
     Example::
 
@@ -183,7 +194,6 @@ class AmortizedExplainer:
     def _set_statistics(self, base, x_mean, x_scale, y_scale) -> None:
         to = lambda a: jnp.asarray(a, self._dtype)
         self.base, self.x_mean, self.x_scale, self.y_scale = to(base), to(x_mean), to(x_scale), to(y_scale)
-        self._explain_program = jax.jit(self._explain_rows)
 
     # --- the network --------------------------------------------------------------------------
     def _raw(self, params, X):
@@ -194,13 +204,6 @@ class AmortizedExplainer:
 
     def _phi(self, params, X, fx):
         return normalise(self._raw(params, X), fx - self.base)
-
-    def _explain_rows(self, params, X):
-        def chunk(rows):
-            fx = self.model.fn(rows)
-            return self._phi(params, rows, fx)
-
-        return map_chunks(chunk, X, EXPLAIN_ROWS_PER_CHUNK)
 
     # --- training -----------------------------------------------------------------------------
     def _make_epoch(self, optimizer, batch_size: int):
@@ -420,13 +423,56 @@ class AmortizedExplainer:
         """The mean model output over the background, ``[K]`` (a scalar for one output)."""
         return self.base[0] if self.model.single_output else self.base
 
-    def __call__(self, X: Any, key: Any = None, *, progress: bool | None = None) -> Explanation:
+    # --- the shared runtime's contract (see jaxshap._runtime._rows) ---------------------------
+    def _validate(self, X: Any) -> jax.Array:
+        self._check_fitted()
+        X = as_matrix(X, "X", dtype=self._dtype)
+        check_n_features(X, self.n_features, "X", "the explainer")
+        check_finite(X, "X")
+        return X
+
+    def _bytes_per_row(self) -> int:
+        """A row's model evaluation and the network's activations (kept for the normalisation)."""
+        m, k = self.n_features, self.model.n_outputs
+        widths = 2 * m + 2 * sum(self.hidden) + 3 * m * k + k
+        return self.model.bytes_per_row + np.dtype(self._dtype).itemsize * widths
+
+    def _plan(self, n_rows: int, exact: bool = True) -> tuple[int, None]:
+        rows, _ = super()._plan(n_rows, exact)
+        return min(rows, EXPLAIN_ROWS_PER_CHUNK), None
+
+    def _explain_rows(self, X: jax.Array, keys: jax.Array):
+        """``phi = normalise(g(x), f(x) - E f)`` for a chunk of rows; no key is used."""
+        del keys
+        phi = self._phi(self.params, X, self.model.fn(X))
+        return phi, jnp.broadcast_to(self.base, (X.shape[0], self.model.n_outputs)), None
+
+    def _core(self) -> "AmortizedExplainer":
+        """Only what explaining reads (:data:`EXPLAIN_FIELDS`): no names, background or training
+        settings, so every explainer with the same model and network shapes shares one program,
+        a loaded one included."""
+        core = object.__new__(type(self))
+        for name in EXPLAIN_FIELDS:
+            setattr(core, name, getattr(self, name))
+        return core
+
+    def _wrap(self, phi, base, stderr, X, names) -> Explanation:
+        if self.model.single_output:
+            phi, base = drop_output_axis((phi, base))
+        feature_names = resolve_feature_names(self._names, self.n_features, self._bg_names, names)
+        output_names = None if self.model.single_output else [f"Output {j}" for j in range(self.model.n_outputs)]
+        return Explanation(phi, base, X, None, feature_names, output_names)
+
+    def __call__(self, X: Any, key: Any = None, *, progress: bool | None = None, devices: Any = None) -> Explanation:
         """Explain the rows of ``X`` with one pass of the trained network (and of the model).
 
         Args:
-          X: rows ``[n, M]`` (array or DataFrame; one row ``[M]`` is promoted).
+          X: rows ``[n, M]`` (array or DataFrame; one row ``[M]`` is promoted; a JAX array
+            sharded over devices along its rows is explained where it lies).
           key: unused (the explainer is deterministic once trained); accepted for a uniform API.
           progress: progress bar on stderr (``None``: only when stderr is a terminal).
+          devices: ``None`` (run where ``X`` lies), ``"local"`` or a sequence of devices to shard
+            the rows over.
 
         Returns:
           An :class:`Explanation` with ``values`` ``[n, M]`` (or ``[n, M, K]``), ``base_values``
@@ -434,24 +480,8 @@ class AmortizedExplainer:
           float rounding.
         """
         self._check_fitted()
-        names = column_names(X)
-        X = as_matrix(X, "X", dtype=self._dtype)
-        check_n_features(X, self.n_features, "X", "the explainer")
-        check_finite(X, "X")
-        show = wants_progress(progress) and not is_traced(X)
-        bar = ProgressBar(X.shape[0]) if show else None
-        call = lambda rows, first: self._explain_program(self.params, rows)
-        try:
-            phi = call(X, 0) if bar is None else run_blocks(call, X, max(EXPLAIN_ROWS_PER_CHUNK, X.shape[0] // 100), bar)
-        finally:
-            if bar is not None:
-                bar.close()
-        base = jnp.broadcast_to(self.base, (X.shape[0], self.model.n_outputs))
-        if self.model.single_output:
-            phi, base = phi[..., 0], base[..., 0]
-        feature_names = resolve_feature_names(self._names, self.n_features, self._bg_names, names)
-        output_names = None if self.model.single_output else [f"Output {j}" for j in range(self.model.n_outputs)]
-        return Explanation(phi, base, X, None, feature_names, output_names)
+        del key
+        return super().__call__(X, None, progress=progress, devices=devices)
 
     def shap_values(self, X: Any) -> np.ndarray:
         """The values as NumPy, in shap's shapes: ``[n, M]`` or ``[n, M, K]``."""
