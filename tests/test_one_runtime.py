@@ -5,6 +5,8 @@ Compilations are counted through the model: a JAX model's Python body runs only 
 traces it, so a counter in it counts the programs built around it (as in test_runtime.py).
 """
 
+import logging
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -200,3 +202,85 @@ def test_amortized_new_rows_and_a_loaded_copy_do_not_recompile(data, amortized, 
     assert np.abs(np.asarray(values) - np.asarray(out[20].values)).max() > 1e-3
     with pytest.raises(ValueError, match="not trained"):
         next(jaxshap.AmortizedExplainer(model, X[:8], hidden=(8,)).explain_batches(X))
+
+
+# --- TreeExplainer -------------------------------------------------------------------------------
+
+
+class CountCompiles(logging.Handler):
+    """Counts XLA compilations (``jax_log_compiles``) inside a ``with`` block."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.names = []
+
+    def emit(self, record):
+        message = record.getMessage()
+        if message.startswith("Finished XLA compilation of"):
+            self.names.append(message.split()[4])
+
+    def __enter__(self):
+        self._old = jax.config.jax_log_compiles
+        jax.config.update("jax_log_compiles", True)
+        logging.getLogger("jax").addHandler(self)
+        return self
+
+    def __exit__(self, *exc):
+        logging.getLogger("jax").removeHandler(self)
+        jax.config.update("jax_log_compiles", self._old)
+
+
+@pytest.fixture(scope="module")
+def forest(data):
+    xgboost = pytest.importorskip("xgboost")
+    background, X = data
+    rng = np.random.default_rng(12)
+    X_train = rng.normal(size=(200, M)).astype(np.float32)
+    y = (X_train[:, 0] + X_train[:, 1] * X_train[:, 2] > 0).astype(np.float32)
+    clf = xgboost.XGBClassifier(n_estimators=8, max_depth=3, n_jobs=1).fit(X_train, y)
+    labels = (X[:, 0] > 0).astype(np.float32)
+    return clf, background, X, labels
+
+
+@pytest.mark.parametrize("mode", ["path", "interventional", "log_loss", "predict_proba"])
+def test_tree_explainer_takes_the_runtime_options(forest, small_blocks, mode):
+    clf, background, X, labels = forest
+    kwargs = {"path": {}, "interventional": dict(data=background)}.get(mode, dict(data=background, model_output=mode))
+    ex = jaxshap.TreeExplainer(clf, **kwargs)
+    y = labels if mode == "log_loss" else None
+    plain = ex(X, y=y)  # checks additivity against XGBoost's own output
+    assert plain.values.shape == ((N, M, 2) if mode == "predict_proba" else (N, M))
+    reference = np.asarray(plain.values)
+    for options in (dict(progress=True), dict(devices=jax.devices()), dict(devices="local", progress=True)):
+        out = ex(X, y=y, **options)
+        np.testing.assert_allclose(np.asarray(out.values), reference, **CLOSE)
+        np.testing.assert_allclose(np.asarray(out.base_values), np.asarray(plain.base_values), **CLOSE)
+    streamed = list(ex.explain_batches(X, y=y, batch_size=10, progress=True, devices="local"))
+    assert [len(e) for e in streamed] == [10, 10, 10, 7]
+    np.testing.assert_allclose(np.concatenate([np.asarray(e.values) for e in streamed]), reference, **CLOSE)
+    np.testing.assert_allclose(
+        np.concatenate([np.asarray(e.base_values) for e in streamed]), np.asarray(plain.base_values), **CLOSE
+    )
+    cuts = [0, 12, 24, N]
+    pieces = [X[a:b] for a, b in zip(cuts, cuts[1:])]
+    label_pieces = None if y is None else [y[a:b] for a, b in zip(cuts, cuts[1:])]
+    out = list(ex.explain_batches(iter(pieces), y=label_pieces))
+    np.testing.assert_allclose(np.concatenate([np.asarray(e.values) for e in out]), reference, **CLOSE)
+    np.testing.assert_array_equal(np.asarray(out[1].data), X[12:24])
+
+
+def test_tree_explainer_new_rows_and_second_instance_do_not_recompile(forest):
+    clf, background, X, _ = forest
+    ex = jaxshap.TreeExplainer(clf, background)
+    full = ex(X).values
+    with CountCompiles() as compiles:
+        out = {n: ex(X[:n]) for n in (30, 20)}
+        second = jaxshap.TreeExplainer(clf, background[::-1])  # same tables' shapes, other values
+        second_values = second(X[:20]).values
+    assert compiles.names == [], compiles.names  # not even a small program for the new counts
+    for n, expl in out.items():
+        np.testing.assert_allclose(np.asarray(expl.values), np.asarray(full[:n]), **CLOSE)
+    np.testing.assert_allclose(np.asarray(second_values), np.asarray(out[20].values), **CLOSE)  # same background set
+    third = jaxshap.TreeExplainer(clf, background[:3])
+    assert np.abs(np.asarray(third(X[:20]).values) - np.asarray(out[20].values)).max() > 1e-3
+    assert ex(X[:0]).values.shape == (0, M)

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .._explanation import Explanation
-from .._runtime._chunking import DEFAULT_MEMORY_BUDGET, map_chunks
-from .._runtime._inputs import align_columns, float_dtype, resolve_feature_names
+from .._runtime._chunking import DEFAULT_MEMORY_BUDGET
+from .._runtime._explainer import drop_output_axis
+from .._runtime._inputs import align_columns, as_key, float_dtype, resolve_feature_names
 from .._runtime._model import output_names_of
+from .._runtime._program import host_or_device
+from .._runtime._progress import ProgressBar, wants_progress
+from .._runtime._rows import RowExplainer
 from .._runtime._shap_api import ShapAPI
+from .._runtime._streaming import check_batch_size, is_array, total_rows
 from . import _transforms
 from ._ensemble import TreeEnsemble
 from ._import import import_model
@@ -74,10 +78,9 @@ def _row_contributions(params: dict, x: jax.Array) -> jax.Array:
     return total / background.shape[0] * value
 
 
-@functools.partial(jax.jit, static_argnums=(2, 3, 4))
-def _explain_rows(groups: list, X: jax.Array, n_features: int, n_outputs: int, rows_per_chunk: int) -> jax.Array:
-    """``[n, M, K]`` Shapley values: per row, every group's path contributions scatter-added
-    into the features."""
+def _chunk_values(groups: list, X: jax.Array, n_features: int, n_outputs: int) -> jax.Array:
+    """``[r, M, K]`` Shapley values of a chunk of rows: per row, every group's path
+    contributions scatter-added into the features (traced)."""
 
     def one_row(x):
         phi = jnp.zeros(n_features * n_outputs, X.dtype)
@@ -86,14 +89,12 @@ def _explain_rows(groups: list, X: jax.Array, n_features: int, n_outputs: int, r
             phi = phi.at[params["index"].reshape(-1)].add(contrib.reshape(-1))
         return phi
 
-    phi = map_chunks(jax.vmap(one_row), X, rows_per_chunk)
-    return phi.reshape(X.shape[0], n_features, n_outputs)
+    return jax.vmap(one_row)(X).reshape(X.shape[0], n_features, n_outputs)
 
 
-@functools.partial(jax.jit, static_argnums=(5, 6, 7, 8))
-def _explain_rows_transformed(groups, X, y, raw_base, fb, n_features, n_outputs, rows_per_chunk, transform):
-    """``([n, M, K], [n, K])``: values and base values of the transformed output ``g(f(x))``,
-    rescaling each background row's pair values (see :mod:`._transforms`)."""
+def _chunk_values_transformed(groups, X, y, raw_base, fb, n_features, n_outputs, transform):
+    """``([r, M, K], [r, K])``: values and base values of the transformed output ``g(f(x))`` for
+    a chunk of rows, rescaling each background row's pair values (see :mod:`._transforms`)."""
 
     def one_row(args):
         x, yx = args
@@ -121,8 +122,42 @@ def _explain_rows_transformed(groups, X, y, raw_base, fb, n_features, n_outputs,
             phi = phi.at[index.reshape(-1)].add(contrib.reshape(-1))
         return phi, gb.mean(axis=0)
 
-    phi, base = map_chunks(jax.vmap(one_row), (X, y), rows_per_chunk)
+    phi, base = jax.vmap(one_row)((X, y))
     return phi.reshape(X.shape[0], n_features, n_outputs), base
+
+
+class _TreeRows(RowExplainer):
+    """One build's TreeSHAP kernels on the shared runtime (:class:`jaxshap._runtime._rows.RowExplainer`).
+
+    Its leaves are the build's tables and slot tests (``groups``), the raw base value and, for
+    a transformed output, the background margins; the rest is static. So every call on a build
+    of the same shapes (another explainer of the same model, another number of rows within a
+    capacity) reuses one compiled program, and chunks, padding, host blocks (progress, streams)
+    and devices come from the runtime. A row is the routed row's codes ``[M]``, followed by its
+    label for a transformed output (``[M + 1]``).
+    """
+
+    def __init__(self, groups, n_features, n_outputs, base, fb, transform, bytes_per_row, memory_budget):
+        self.groups, self.base, self.fb = groups, base, fb
+        self.n_features, self.n_outputs, self.transform = n_features, n_outputs, transform
+        self.bytes_per_row, self.memory_budget = bytes_per_row, memory_budget
+
+    def _bytes_per_row(self) -> int:
+        return self.bytes_per_row
+
+    def _validate(self, X: Any) -> jax.Array:  # the rows are routed and checked by TreeExplainer
+        return X
+
+    def _explain_rows(self, X: jax.Array, keys: jax.Array):
+        del keys  # exact: no sampling
+        m, k = self.n_features, self.n_outputs
+        if self.transform == "identity":
+            return _chunk_values(self.groups, X, m, k), jnp.broadcast_to(self.base, (X.shape[0], k)), None
+        phi, base = _chunk_values_transformed(self.groups, X[:, :m], X[:, m], self.base, self.fb, m, k, self.transform)
+        return phi, base, None
+
+    def _wrap(self, phi, base, stderr, X, names):  # TreeExplainer wraps the results itself
+        return phi, base
 
 
 @dataclasses.dataclass
@@ -432,6 +467,12 @@ class TreeExplainer(ShapAPI):
         return all(self._default.tabled)
 
     def _rows_per_chunk(self, n_rows: int, build: _Build | None = None) -> int:
+        """Rows per chunk of ``n_rows`` rows under ``memory_budget`` (without the CPU cap that
+        the runtime applies, see :func:`jaxshap._runtime._chunking.chunk_bytes`)."""
+        return max(1, min(n_rows, self.memory_budget // self._bytes_per_row(build)))
+
+    def _bytes_per_row(self, build: _Build | None = None) -> int:
+        """Working memory of one explained row in a build's kernels."""
         build = self._default if build is None else build
         per_row = 8 * self.n_features * self.n_outputs
         for params, tabled in zip(build.groups, build.tabled):
@@ -443,7 +484,17 @@ class TreeExplainer(ShapAPI):
                 per_row += p * u * 8 * k * self.dtype.itemsize + 64 * self._background_rows.shape[0] * 2**k
             else:
                 per_row += p * u * (16 if tabled else 8 * (u + 2)) * self.dtype.itemsize // 4
-        return max(1, min(n_rows, self.memory_budget // max(per_row, 1)))
+        return max(int(per_row), 1)
+
+    def _runner(self, build: _Build, approximate: bool) -> _TreeRows:
+        """The build's kernels as a :class:`_TreeRows` (built per call: cheap, and always
+        current with the build's base value)."""
+        transform = "identity" if approximate else self._transform
+        fb = None if transform == "identity" else _put(build.fb, self.dtype)
+        return _TreeRows(
+            build.groups, self.n_features, build.ensemble.n_outputs, _put(build.base, self.dtype), fb,
+            transform, self._bytes_per_row(build), self.memory_budget,
+        )
 
     @property
     def expected_value(self) -> Any:
@@ -471,6 +522,8 @@ class TreeExplainer(ShapAPI):
         approximate: bool = False,
         check_additivity: bool = True,
         interactions: bool = False,
+        progress: bool | None = None,
+        devices: Any = None,
     ) -> Explanation:
         """Explain the rows of ``X`` (``key`` is accepted for a uniform interface and unused).
 
@@ -491,10 +544,28 @@ class TreeExplainer(ShapAPI):
           interactions: also compute ``interaction_values`` ``[n, M, M]`` (or ``[n, M, M, K]``):
             SHAP interaction values (see :meth:`shap_interaction_values`); raw output, default
             trees, exact values only.
+          progress: progress bar on stderr (rows done, rate, time left); ``None`` (default): only
+            when stderr is a terminal.
+          devices: ``None`` (the default device), ``"local"`` or a sequence of devices to shard
+            the rows over (the interaction values are computed on the default device).
+
+        The routed rows are explained by the shared runtime
+        (:class:`jaxshap._runtime._rows.RowExplainer`): chunks under ``memory_budget``, row
+        counts padded to a few capacities (a new ``n`` rarely compiles), and one compiled
+        program for every explainer whose tables have the same shapes.
 
         Returns:
           An :class:`Explanation`: ``values`` ``[n, M]`` for one output, else ``[n, M, K]``.
         """
+        bar = ProgressBar(_n_rows(X)) if wants_progress(progress) else None
+        try:
+            return self._explain(X, y, tree_limit, approximate, check_additivity, interactions, devices, bar, 0)
+        finally:
+            if bar is not None:
+                bar.close()
+
+    def _explain(self, X, y, tree_limit, approximate, check_additivity, interactions, devices, bar, offset):
+        """``__call__`` on one batch; ``bar`` (or ``None``) is advanced as blocks finish."""
         X = align_columns(X, self._data_names, "X")
         Xh, names = host_rows(X, "X", sparse_missing=self.ensemble.sparse_missing)
         self._check_n_features(Xh, "X")
@@ -503,35 +574,97 @@ class TreeExplainer(ShapAPI):
             raise ValueError("approximate=True explains the raw output only; use model_output='raw'.")
         build = self._build(rounds, bool(approximate))
         Xp = self.ensemble.prepare(Xh)
-        codes = _put(build.router.encode(Xp, np.float32), self.dtype)
-        n, k = Xh.shape[0], build.ensemble.n_outputs
+        codes = build.router.encode(Xp, np.float32)
+        n = Xh.shape[0]
         yv = self._labels(y, n)
-        chunk = self._rows_per_chunk(n, build)
-        if self._transform == "identity" or approximate:
-            phi = _explain_rows(build.groups, codes, self.n_features, k, chunk)
-            base = _put(np.broadcast_to(build.base, (n, k)), self.dtype)
+        runner = self._runner(build, bool(approximate))
+        if runner.transform != "identity":  # each row carries its label
+            codes = np.concatenate([codes, yv[:, None]], axis=1)
+        rows = _put(codes, self.dtype)
+        if n == 0:
+            phi, base = runner._empty(rows, None)
         else:
-            raw_base = _put(build.base, self.dtype)
-            phi, base = _explain_rows_transformed(
-                build.groups, codes, _put(yv, self.dtype), raw_base, _put(build.fb, self.dtype),
-                self.n_features, k, chunk, self._transform,
-            )
+            phi, base, _ = runner._run(rows, as_key(None), offset, devices, bar, blocked=bar is not None)
         if self._doubled:
-            phi = jnp.concatenate([-phi, phi], axis=-1)
-            base = jnp.concatenate([1.0 - base, base], axis=-1)
+            phi, base = _doubled(phi, base)
         if check_additivity:
             self._check_additivity(phi, base, Xp, build, yv, approximate)
         single = phi.shape[-1] == 1
         if single:
-            phi, base = phi[..., 0], base[..., 0]
+            phi, base = drop_output_axis((phi, base))
         feature_names = resolve_feature_names(self._names, self.n_features, self._data_names, names)
         output_names = None if single else self._output_names or [f"Output {j}" for j in range(phi.shape[-1])]
         expl = Explanation(phi, base, _put(Xh, self.dtype), None, feature_names, output_names)
         if interactions:
             self._check_interactions(tree_limit, approximate)
-            inter = explain_interactions(self, codes)
+            inter = explain_interactions(self, rows)  # the raw output: rows are the codes
             expl.interaction_values = inter[..., 0] if single else inter
         return expl
+
+    def explain_batches(
+        self,
+        batches: Any,
+        key: Any = None,
+        *,
+        y: Any = None,
+        batch_size: int | None = None,
+        tree_limit: int | None = None,
+        approximate: bool = False,
+        check_additivity: bool = True,
+        progress: bool | None = None,
+        devices: Any = None,
+    ) -> Iterator[Explanation]:
+        """Explain a stream of rows batch by batch, yielding one :class:`Explanation` per batch.
+
+        As every explainer's ``explain_batches`` (see
+        :meth:`jaxshap._runtime._rows.RowExplainer.explain_batches`): only one batch is in
+        memory at a time, so a ``numpy.memmap`` or a generator of batches larger than memory can
+        be explained with the results written out as they come; the values equal one call on all
+        rows (TreeSHAP is exact and deterministic; ``key`` is unused).
+
+        Args:
+          batches: a 2-D array, DataFrame or ``scipy.sparse`` matrix, cut into batches of
+            ``batch_size`` rows; or any iterable of batches (each as ``X`` of :meth:`__call__`).
+          y: labels for ``model_output="log_loss"``: an array ``[n]`` when ``batches`` is an
+            array, else an iterable of label batches, one per batch.
+          batch_size: rows per batch when ``batches`` is an array (default 65,536; row counts
+            are padded to a few capacities, so batches of any size share compiled programs).
+          tree_limit, approximate, check_additivity: as in :meth:`__call__`.
+          progress: progress bar over the rows (the total is known for an array or a sequence).
+          devices: as in :meth:`__call__`.
+
+        Yields:
+          One :class:`Explanation` per batch, in order.
+        """
+        del key
+        batch_size = check_batch_size(batch_size) or STREAM_BATCH_ROWS
+        labels = None
+        if is_array(batches) or hasattr(batches, "tocsr"):
+            n = int(batches.shape[0])
+            frame = hasattr(batches, "iloc")
+            cut = lambda a, b: batches.iloc[a:b] if frame else batches[a:b]  # noqa: E731
+            parts = (cut(a, min(a + batch_size, n)) for a in range(0, n, batch_size))
+            if y is not None:
+                yv = np.asarray(y).reshape(-1)
+                if yv.shape[0] != n:
+                    raise ValueError(f"`y` has {yv.shape[0]} labels but `batches` has {n} rows; pass one label per row.")
+                labels = (yv[a : a + batch_size] for a in range(0, n, batch_size))
+            total = n
+        else:
+            parts, total = batches, total_rows(batches)
+            if y is not None:
+                labels = iter(y)
+        bar = ProgressBar(total) if wants_progress(progress) else None
+        offset = 0
+        try:
+            for batch in parts:
+                yb = None if labels is None else next(labels)
+                out = self._explain(batch, yb, tree_limit, approximate, check_additivity, False, devices, bar, offset)
+                offset += len(out)
+                yield out
+        finally:
+            if bar is not None:
+                bar.close()
 
     def _check_interactions(self, tree_limit, approximate) -> None:
         if self._transform != "identity" or approximate or (tree_limit is not None and self._rounds(tree_limit)
@@ -599,6 +732,30 @@ class TreeExplainer(ShapAPI):
                 f"but the model's output is {expected[i, j]:.8g}. Please report this with the model; pass "
                 "check_additivity=False to skip the check."
             )
+
+
+STREAM_BATCH_ROWS = 65536
+"""Default rows per batch of :meth:`TreeExplainer.explain_batches` on an array."""
+
+
+def _n_rows(X: Any) -> int | None:
+    """Rows of ``X`` for the progress bar (``None`` when unknown, as for a DMatrix)."""
+    if hasattr(X, "num_row"):
+        return int(X.num_row())
+    shape = getattr(X, "shape", None) or np.shape(X)
+    return None if not shape else (1 if len(shape) == 1 else int(shape[0]))
+
+
+_negate_and_keep = jax.jit(lambda phi: jnp.concatenate([-phi, phi], axis=-1))
+_complement_and_keep = jax.jit(lambda base: jnp.concatenate([1.0 - base, base], axis=-1))
+
+
+def _doubled(phi, base):
+    """A binary classifier's ``predict_proba`` columns ``(1 - p, p)`` from the values and base
+    values of ``p`` (through NumPy on a CPU, so a new number of rows compiles nothing)."""
+    phi = host_or_device(lambda a: np.concatenate([-a, a], axis=-1), _negate_and_keep, phi)
+    base = host_or_device(lambda a: np.concatenate([1.0 - a, a], axis=-1), _complement_and_keep, base)
+    return phi, base
 
 
 def _native_raw(model: Any, e: TreeEnsemble, Xp: np.ndarray) -> np.ndarray:
