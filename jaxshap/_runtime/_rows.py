@@ -6,8 +6,12 @@ gives it the rest, the same for every explainer: ``__call__`` with ``progress=``
 ``devices=``, :meth:`~RowExplainer.explain_batches` for streams, chunking under
 ``memory_budget``, rows padded to a few capacities, sharding over devices, host-level blocks,
 and the pytree registration that lets one compiled program (:func:`._program.block_program`)
-serve every instance of the same configuration. The model-agnostic :class:`Explainer` builds on
-it, and so does ``LinearExplainer``; TreeSHAP can adopt it by defining the same four methods.
+serve every instance of the same configuration. Every explainer runs on it: the model-agnostic
+:class:`Explainer` (Exact, Permutation, Kernel) and ``LinearExplainer``, ``GradientExplainer``
+and ``AmortizedExplainer`` (its explaining pass) subclass it; ``integrated_gradients`` and
+``TreeExplainer`` hold a private subclass for their compiled kernels (rows ``[x, baseline]``;
+one tree build's tables as leaves) and call :meth:`~RowExplainer._run` after their own
+host-side preparation of the rows.
 
 Contract (see each method):
 
@@ -45,7 +49,6 @@ class RowExplainer:
         if "tree_flatten" not in vars(cls):  # a subclass with its own pytree methods registers itself
             register_fields(cls)
 
-    # --- what subclasses define ------------------------------------------------------------
     # --- what subclasses define ------------------------------------------------------------
     def _explain_rows(self, X: jax.Array, keys: jax.Array) -> Any:
         """``(phi [r, M, K], base [r, K], stderr [r, M, K] or None)`` for one chunk of rows (traced)."""
