@@ -6,6 +6,9 @@ traces it, so a counter in it counts the programs built around it (as in test_ru
 """
 
 import logging
+import os
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -284,3 +287,52 @@ def test_tree_explainer_new_rows_and_second_instance_do_not_recompile(forest):
     third = jaxshap.TreeExplainer(clf, background[:3])
     assert np.abs(np.asarray(third(X[:20]).values) - np.asarray(out[20].values)).max() > 1e-3
     assert ex(X[:0]).values.shape == (0, M)
+
+
+# --- four devices (a subprocess: XLA flags must precede the jax import) ---------------------------
+
+FOUR_DEVICES = """
+import jax, jax.numpy as jnp, numpy as np, jaxshap, xgboost
+from jax.sharding import NamedSharding, PartitionSpec as P
+from jaxshap._estimators._fastshap import init_mlp
+assert jax.device_count() == 4, jax.devices()
+rng = np.random.default_rng(0)
+w1, w2 = rng.normal(size=(4, 8)).astype(np.float32), rng.normal(size=8).astype(np.float32)
+model = lambda X: jnp.tanh(X @ w1) @ w2
+bg, X = rng.normal(size=(8, 4)).astype(np.float32), rng.normal(size=(42, 4)).astype(np.float32)
+mesh = jax.make_mesh((4,), ("batch",))
+Xs = jax.device_put(X[:40], NamedSharding(mesh, P("batch")))
+close = lambda a, b: np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+amortized = jaxshap.AmortizedExplainer(model, bg, hidden=(8,))
+amortized.params = init_mlp(jax.random.key(0), (4, 8, 4), jnp.float32)
+clf = xgboost.XGBRegressor(n_estimators=5, max_depth=3, n_jobs=1).fit(X, X[:, 0] * X[:, 1])
+cases = {
+    "gradient": lambda **kw: jaxshap.GradientExplainer(model, bg, n_samples=8)(kw.pop("X", X), key=5, **kw),
+    "ig": lambda **kw: jaxshap.integrated_gradients(model, kw.pop("X", X), bg[0], n_steps=4, **kw),
+    "amortized": lambda **kw: amortized(kw.pop("X", X), **kw),
+    "tree": lambda **kw: jaxshap.TreeExplainer(clf, bg)(np.asarray(kw.pop("X", X)), **kw),
+}
+for name, run in cases.items():
+    one = np.asarray(jax.device_put(run(progress=False).values, jax.devices()[0]))
+    close(run(devices="local").values, one)  # 42 rows: not a multiple of the devices
+    if name != "tree":  # trees route rows on the host: a sharded input is gathered first
+        e = run(X=Xs)
+        assert e.values.sharding.spec[0] == "batch", (name, e.values.sharding)
+        close(e.values, one[:40])
+    print(name, "OK", flush=True)
+print("OK")
+"""
+
+
+def test_every_explainer_on_four_devices_matches_one_device():
+    pytest.importorskip("xgboost")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {
+        **os.environ,
+        "JAX_PLATFORMS": "cpu",
+        "XLA_FLAGS": "--xla_force_host_platform_device_count=4",
+        "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    }
+    result = subprocess.run([sys.executable, "-c", FOUR_DEVICES], env=env, capture_output=True, text=True,
+                            timeout=300, cwd=root)
+    assert result.returncode == 0 and result.stdout.strip().endswith("OK"), result.stderr[-3000:]

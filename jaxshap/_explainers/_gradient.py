@@ -353,7 +353,7 @@ def integrated_gradients(
                 f"`baseline` must be one row [M] or one row per explained row [{n}, {m}]; got {base_rows.shape[0]} rows."
             )
         check_finite(base_rows, "baseline")
-    if is_traced(X) or is_traced(base_rows):
+    if is_traced(X) or is_traced(base_rows) or len(X.devices()) > 1:  # (sharded rows stay sharded)
         rows = jnp.concatenate([X, jnp.broadcast_to(base_rows, X.shape)], axis=1)
     else:  # through NumPy: a new number of rows compiles nothing
         rows = np.concatenate([np.asarray(X), np.broadcast_to(np.asarray(base_rows), X.shape)], axis=1)
