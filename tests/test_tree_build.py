@@ -65,3 +65,21 @@ def test_path_tables_past_the_memory_budget_raise_a_clear_error():
     model, X = _deep_model()
     with pytest.raises(ValueError, match="memory_budget"):
         decompose(import_model(model), max_bytes=10_000)
+
+
+def test_trailing_single_leaf_trees():
+    """Boosting that has nothing left to fit ends with single-leaf trees (depth 0); when the last
+    tree is one, the path walk used to index past its entries (IndexError)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3)).astype(np.float32)
+    y = (X[:, 0] > 0).astype(np.float32)
+    model = xgb.XGBRegressor(n_estimators=3, max_depth=2, learning_rate=1.0, base_score=0.0, n_jobs=1).fit(X, y)
+    assert [d.count("leaf") for d in model.get_booster().get_dump()][-1] == 1  # the case under test
+    theirs = model.get_booster().predict(xgb.DMatrix(X[:5]), pred_contribs=True)
+    for data in (None, X[:20]):
+        expl = jaxshap.TreeExplainer(model, data)(X[:5])
+        if data is None:
+            np.testing.assert_allclose(np.asarray(expl.values), theirs[:, :3], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(
+            np.asarray(expl.values.sum(1) + expl.base_values), model.predict(X[:5]), rtol=1e-5, atol=1e-5
+        )

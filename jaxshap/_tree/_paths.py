@@ -182,7 +182,7 @@ def decompose(e: TreeEnsemble, max_bytes: int | None = None, saabas: bool = Fals
     child = np.empty(n_entries, np.int64)
     offsets = np.concatenate([[0], np.cumsum(depths)])
     cur = leaves.copy()
-    alive = np.arange(leaves.size)
+    alive = np.flatnonzero(depths > 0)  # a single-leaf tree's root is a leaf with no splits
     step = 0
     while alive.size:
         child[offsets[alive] + step] = cur[alive]
