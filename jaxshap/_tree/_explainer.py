@@ -29,6 +29,15 @@ from ._paths import decompose, follows, follows_host, pattern, slot_arrays
 from ._routing import Router
 from ._rows import host_rows
 
+CPU_CHUNK_ROWS = 64
+"""Rows per chunk of the TreeSHAP kernels on a CPU (fewer when the memory budget says so).
+
+Measured on a 2-core CPU, 2000 rows of XGBoost regressors (M=20, depth 6), warm seconds by rows
+per chunk: 100 trees 0.117 (16), 0.071 (64), 0.071 (128), 0.287 (2000, all rows); 500 trees
+0.55 (6), 0.205 (64), 0.238 (128), 0.546 (437). Chunks sized in bytes (the cache-sized cap of
+the model-agnostic explainers) come out at 6 to 30 rows for such models, too few. On
+accelerators only the budget limits the chunk."""
+
 _MODES = ("tree_path_dependent", "interventional")
 _OUTPUTS = ("raw", "probability", "predict_proba", "log_loss")
 MAX_TABLE_SLOTS = 10  # tables have 2**U rows per path
@@ -144,6 +153,13 @@ class _TreeRows(RowExplainer):
 
     def _bytes_per_row(self) -> int:
         return self.bytes_per_row
+
+    def _plan(self, n_rows: int, exact: bool = True) -> tuple[int, None]:
+        """Rows per chunk: as many as ``memory_budget`` holds, at most :data:`CPU_CHUNK_ROWS` on a CPU."""
+        rows = max(1, self.memory_budget // max(self.bytes_per_row, 1))
+        if jax.default_backend() == "cpu":
+            rows = min(rows, CPU_CHUNK_ROWS)
+        return (min(rows, max(n_rows, 1)) if exact else rows), None
 
     def _validate(self, X: Any) -> jax.Array:  # the rows are routed and checked by TreeExplainer
         return X
