@@ -8,15 +8,17 @@ from typing import Any, Iterator, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
 
 from .._explanation import Explanation
 from .._runtime._chunking import DEFAULT_MEMORY_BUDGET
 from .._runtime._explainer import drop_output_axis
-from .._runtime._inputs import align_columns, as_key, float_dtype, resolve_feature_names
+from .._runtime._inputs import align_columns, as_key, float_dtype, is_traced, resolve_feature_names
 from .._runtime._model import output_names_of
 from .._runtime._program import host_or_device
 from .._runtime._progress import ProgressBar, wants_progress
 from .._runtime._rows import RowExplainer
+from .._runtime._sharding import row_mesh
 from .._runtime._shap_api import ShapAPI
 from .._runtime._streaming import check_batch_size, is_array, total_rows
 from . import _transforms
@@ -562,8 +564,10 @@ class TreeExplainer(ShapAPI):
             trees, exact values only.
           progress: progress bar on stderr (rows done, rate, time left); ``None`` (default): only
             when stderr is a terminal.
-          devices: ``None`` (the default device), ``"local"`` or a sequence of devices to shard
-            the rows over (the interaction values are computed on the default device).
+          devices: ``None`` (the default device, or, for a JAX array sharded along its rows over
+            a mesh, that mesh: the rows are routed on the host and explained where they lay,
+            the results sharded the same way), ``"local"`` or a sequence of devices to shard the
+            rows over (the interaction values are computed on the default device).
 
         The routed rows are explained by the shared runtime
         (:class:`jaxshap._runtime._rows.RowExplainer`): chunks under ``memory_budget``, row
@@ -582,6 +586,7 @@ class TreeExplainer(ShapAPI):
 
     def _explain(self, X, y, tree_limit, approximate, check_additivity, interactions, devices, bar, offset):
         """``__call__`` on one batch; ``bar`` (or ``None``) is advanced as blocks finish."""
+        sharding = _row_sharding(X) if devices is None else None
         X = align_columns(X, self._data_names, "X")
         Xh, names = host_rows(X, "X", sparse_missing=self.ensemble.sparse_missing)
         self._check_n_features(Xh, "X")
@@ -597,6 +602,8 @@ class TreeExplainer(ShapAPI):
         if runner.transform != "identity":  # each row carries its label
             codes = np.concatenate([codes, yv[:, None]], axis=1)
         rows = _put(codes, self.dtype)
+        if sharding is not None:  # routed on the host, explained where the rows lay
+            rows = jax.device_put(rows, sharding)
         if n == 0:
             phi, base = runner._empty(rows, None)
         else:
@@ -752,6 +759,13 @@ class TreeExplainer(ShapAPI):
 
 STREAM_BATCH_ROWS = 65536
 """Default rows per batch of :meth:`TreeExplainer.explain_batches` on an array."""
+
+
+def _row_sharding(X: Any) -> NamedSharding | None:
+    """The rows' sharding when ``X`` is a JAX array sharded along its rows over several devices."""
+    if not isinstance(X, jax.Array) or is_traced(X) or row_mesh(X, None) is None:
+        return None
+    return NamedSharding(X.sharding.mesh, PartitionSpec(X.sharding.spec[0]))
 
 
 def _n_rows(X: Any) -> int | None:
