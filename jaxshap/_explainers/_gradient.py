@@ -127,7 +127,11 @@ class GradientExplainer(RowExplainer):
         expl = ex(X, key=jax.random.key(0))      # expl.values [n, M], expl.stderr [n, M]
 
     The explainer is traceable: ``jax.grad`` of a function of ``ex(X).values`` with respect to
-    the model's parameters works (second derivatives of the model).
+    the model's parameters works (second derivatives of the model). It is a pytree (the
+    background and the arrays of a model given as ``partial(mlp, params)`` are leaves), so
+    ``jax.jit`` and ``jax.grad`` take it as an argument, and it runs on the shared runtime
+    (:class:`jaxshap._runtime._rows.RowExplainer`): ``progress=``, ``devices=``,
+    :meth:`explain_batches`, and one compiled program per configuration.
 
     Raises:
       TypeError: when ``model`` is not JAX-traceable.
