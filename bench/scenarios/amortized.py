@@ -40,6 +40,11 @@ TITLE = "AmortizedExplainer (FastSHAP) vs KernelExplainer at equal error, MLP(64
 N_TRAIN = 2000
 """Training rows given to ``fit`` (10 % of them held out for early stopping)."""
 
+EXPLAINER = {"n_coalitions": 64, "background_samples": 16}
+"""Constructor arguments in the full run (the rest are the defaults): at the same number of model
+evaluations per step, twice the coalitions and half the background rows per coalition measured
+0.137 against 0.146 relative error at 32 features, 0.087 against 0.101 at 16."""
+
 FIT = {"epochs": 60}
 """Keyword arguments of ``fit`` in the full run (the rest are its defaults)."""
 
@@ -60,7 +65,7 @@ def kernel_ladder(m: int) -> list[int]:
 def run(quick: bool = False) -> dict:
     sizes = (8,) if quick else (8, 16, 32)
     n_bg, n_train, n_test = (20, 128, 10) if quick else (100, N_TRAIN, 50)
-    hidden = (32,) if quick else None
+    hidden = (32,)
     n_bulk = 2000 if quick else 200_000
     n_kernel = 20 if quick else N_KERNEL_ROWS
     fit = {"epochs": 3} if quick else dict(FIT)
@@ -77,7 +82,7 @@ def run(quick: bool = False) -> dict:
         ref_se = float(np.linalg.norm(np.asarray(ref.stderr)) / np.linalg.norm(np.asarray(ref.values)))
 
         t0 = time.perf_counter()
-        kwargs = {} if hidden is None else {"hidden": hidden}
+        kwargs = {"hidden": hidden} if quick else dict(EXPLAINER)
         ex = jaxshap.AmortizedExplainer(model, background, **kwargs).fit(
             X_train, key=jax.random.key(0), progress=False, **fit
         )
@@ -95,8 +100,14 @@ def run(quick: bool = False) -> dict:
         ladder = []
         for budget in budgets:
             kernel = jaxshap.KernelExplainer(model, background, budget)
-            k_err = _relative(kernel(X_test, key=jax.random.key(3)).values, ref.values)
-            _, k_warm = timed(lambda: kernel(X_kernel, key=jax.random.key(4)).values, repeat=1 if quick else 2)
+            try:
+                k_err = _relative(kernel(X_test, key=jax.random.key(3)).values, ref.values)
+                _, k_warm = timed(lambda: kernel(X_kernel, key=jax.random.key(4)).values, repeat=1 if quick else 2)
+            except ValueError as exc:  # KernelExplainer's non-finite check (seen at some budgets)
+                print(f"  Kernel M={m}, {budget} coalitions failed: {str(exc)[:100]}", flush=True)
+                ladder.append({"M": m, "Kernel coalitions": budget, "model evals per row": (budget + 2) * n_bg,
+                               "rel err": float("nan"), "rows/s (warm)": float("nan")})
+                continue
             ladder.append(
                 {
                     "M": m,
@@ -113,7 +124,7 @@ def run(quick: bool = False) -> dict:
         # equal error lies between the last budget less accurate than the amortized explainer and
         # the first one at least as accurate; when none is, the largest (less accurate) one
         equal = matching[0] if matching else ladder[-1]
-        below = [r for r in ladder if r["Kernel coalitions"] < equal["Kernel coalitions"]]
+        below = [r for r in ladder if r["Kernel coalitions"] < equal["Kernel coalitions"] and np.isfinite(r["rel err"])]
         k_rate = equal["rows/s (warm)"]
         per_row_saving = 1.0 / k_rate - 1.0 / rate
         print(f"  amortized M={m}: trained in {train_s:.1f} s, test error {err:.3f}, {rate:,.0f} rows/s", flush=True)
@@ -155,6 +166,6 @@ def run(quick: bool = False) -> dict:
         f"{n_bulk} rows in one call (network + one model evaluation per row); Kernel on {n_kernel} rows "
         "(best of 2 warm calls); errors of both on the same held-out rows.",
         "Training time includes compilation and the held-out reference values used for early stopping.",
-        f"Amortized fit settings: {fit} (other arguments at their defaults).",
+        f"Amortized settings: {kwargs}, fit {fit} (other arguments at their defaults).",
     ]
     return {"title": TITLE, "tables": {"summary": summary, "Kernel ladder": ladders}, "notes": notes, "checks": checks}
