@@ -230,12 +230,27 @@ def test_planner_counts_the_kernel_working_set(data):
     m = 12
     w = jnp.asarray(rng.normal(size=m), jnp.float32)
     bg = rng.normal(size=(2, m)).astype(np.float32)
-    ex = jaxshap.KernelExplainer(lambda X: X @ w, bg, n_coalitions=400, third_order=True, memory_budget=2**21)
+    make = lambda **kw: jaxshap.KernelExplainer(lambda X: X @ w, bg, n_coalitions=400, memory_budget=2**21, **kw)
+    ex = make(third_order=True, shared_coalitions=False)  # each row factorises its own design
     working = ex._working_set_per_row()
     t = m * (m - 1) * (m - 2) // 6
     assert working >= 4 * (402 * (m + t) + (m + t) ** 2)  # at least the design and the Gram matrix
     rows, coalitions = ex._plan(64)
     assert rows * working <= 2**21 and rows < 64
+
+
+def test_planner_does_not_count_a_shared_operator_per_row():
+    """With shared coalitions the design is factorised once per block: the third-order controls
+    must not shrink the model's chunks (they did, to one coalition per chunk, at M=16)."""
+    rng = np.random.default_rng(0)
+    m = 16
+    w = jnp.asarray(rng.normal(size=m), jnp.float32)
+    bg = rng.normal(size=(100, m)).astype(np.float32)
+    make = lambda third: jaxshap.KernelExplainer(lambda X: X @ w, bg, third_order=third, memory_budget=2**24)
+    with_controls, plain = make(True), make(False)
+    assert with_controls.third_order and with_controls.shared_coalitions
+    assert with_controls._plan(40) == plain._plan(40)
+    assert with_controls._plan(40)[1] >= 64
 
 
 # --- the persistent compilation cache ------------------------------------------------------------

@@ -179,11 +179,20 @@ class KernelExplainer(Explainer):
         return self.n_coalitions + 2
 
     def _working_set_per_row(self) -> int:
-        """Bytes one row's solve holds: masks, the design (with the ``C(M, 3)`` third-order
-        columns when on), its weighted copy and the Gram matrix with its factor."""
+        """Bytes one row's solve holds.
+
+        With shared coalitions the design and its factorisation exist once per block, not per
+        row: a row holds its coalition values, their paired responses and residuals, and its
+        per-unit influence terms ``[C / 2, M, K]`` for the standard error. With independent
+        draws each row also holds its masks, the design (with the ``C(M, 3)`` third-order columns
+        when on), its weighted copy and the Gram matrix with its factor. (Counting the shared
+        operator per row made the planner chunk the model calls one coalition at a time.)
+        """
         c, m, k = self._coalitions_per_row(), self.n_features, self.model.n_outputs
-        t = m * (m - 1) * (m - 2) // 6 if self.third_order else 0
         itemsize = np.dtype(self.masker.dtype).itemsize
+        if self.shared_coalitions:
+            return itemsize * k * (3 * c + c * m // 2)
+        t = m * (m - 1) * (m - 2) // 6 if self.third_order else 0
         return c * m + itemsize * (c * (4 * m + 3 * t + 3 * k) + 3 * (m + t) ** 2)
 
     def _estimate(self, key, value_fn):
