@@ -86,18 +86,18 @@ class AmortizedExplainer:
     Cost. Training evaluates the model on ``epochs * n_train * n_coalitions * background_samples``
     rows (60 epochs of 1800 rows, 64 coalitions of 16 background rows: 110 M evaluations, 20 to
     70 s for an MLP(64) with 8 to 32 features on a 2-core CPU); explaining then costs one network
-    pass plus one model evaluation per row (300,000 to 780,000 rows/s there with the default
+    pass plus one model evaluation per row (300,000 to 840,000 rows/s there with the default
     network). KernelExplainer instead spends ``(n_coalitions + 2) * B`` model evaluations per
     row, and the coalitions it needs for a given error grow with the number of features, so the
     amortized explainer pays most for many rows of many features. ``bench/scenarios/amortized.py``
     measured relative errors of 3.8 % (8 features), 8.0 % (16) and 12.8 % (32) after 60 epochs
     on 2000 rows; the cheapest KernelSHAP at least as accurate (32, 64 and 66 coalitions) ran
-    69x to 100x, 240x to 270x and 260x to 270x slower (290x at 8 features with a (128, 128)
-    network, as accurate there), so training paid for itself after 80,000 to 160,000 rows. The
-    values are an approximation whose error is set by training and does not shrink at explain
-    time: check ``validation_error_`` (relative Frobenius error on the held-out rows) before
-    trusting the values, train longer or on more rows to lower it, and retrain when the data
-    shift.
+    69x to 110x, 210x to 270x and 260x to 360x slower (290x to 300x at 8 features with a
+    (128, 128) network, as accurate there), so training paid for itself after 80,000 to 160,000
+    rows. The values are an approximation whose error is set by training and does not shrink at
+    explain time: check ``validation_error_`` (relative Frobenius error on the held-out rows)
+    before trusting the values, train longer or on more rows to lower it, and retrain when the
+    data shift.
 
     Args:
       model: callable ``[n, M] -> [n]`` or ``[n, K]`` (JAX, or a NumPy callable evaluated on the
