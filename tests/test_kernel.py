@@ -505,3 +505,27 @@ def test_cached_plans_survive_switching_x64():
         phi = kernel_shapley(jax.random.key(1), lambda ms: ms.astype(jnp.float64) @ jnp.asarray(weights), m, c)[0]
         assert phi.dtype == jnp.float64
         np.testing.assert_allclose(phi, weights, rtol=1e-12)
+
+
+@pytest.mark.parametrize("budget", [14, 16])
+def test_pooled_draws_that_miss_a_direction_are_flagged_not_nan(budget):
+    """At M=8, budgets 2M-2 and 2M pool the sizes and sample with replacement: some draws do not
+    identify the regression. They used to give NaN (reported as a non-finite *model* output).
+    At 2M-2 there are as many sampled pairs as unknowns, so no draw has a residual for a stderr."""
+    m = 8
+    params, bg, X = make_problem(m, n_rows=3, seed=4)
+    model = partial(jax_mlp, params)
+    ex = jaxshap.KernelExplainer(model, bg, budget)
+    exact = jaxshap.ExactExplainer(model, bg)(X)
+    spanned = 0
+    for k in range(6):
+        expl = ex(X, key=k)
+        values, stderr = np.asarray(expl.values), np.asarray(expl.stderr)
+        assert np.isfinite(values).all()
+        np.testing.assert_allclose(values.sum(1) + np.asarray(expl.base_values), np.asarray(model(X)), atol=1e-5)
+        if np.isfinite(stderr).all():
+            spanned += 1
+            assert np.abs(values - np.asarray(exact.values)).max() < 10 * stderr.max() + 1e-5
+        else:
+            assert np.isinf(stderr).all()
+    assert spanned == 0 if budget == 2 * m - 2 else spanned >= 1

@@ -227,35 +227,59 @@ def design_variance(plan, psi: jax.Array, unit: jax.Array) -> jax.Array:
     return jnp.tensordot(jnp.asarray(plan.group_factor, dtype), squares, axes=1)
 
 
+def _draw_spans(masks: jax.Array, weights: jax.Array, dtype) -> jax.Array:
+    """Whether one draw's coalitions identify the regression (its projected Gram matrix has
+    rank ``M - 1``). A pooled plan samples sizes with replacement, so a draw of a budget that can
+    identify the regression may still miss a direction (two features never apart)."""
+    z = masks.astype(dtype)
+    m = z.shape[-1]
+    d = z - z.mean(-1, keepdims=True)
+    gram = (d * weights.astype(dtype)[:, None]).T @ d
+    gram = gram + jnp.trace(gram) / m**2 * jnp.ones((m, m), dtype)  # fills the null direction 1
+    eig = jnp.linalg.eigvalsh(gram)
+    return eig[0] > 1e-5 * eig[-1]
+
+
 @full_precision
 def plan_operators(plan, masks: jax.Array, weights: jax.Array, controls=(), *, dtype=jnp.float32):
-    """The operators of one draw of ``plan``: ``(op, check)`` for :func:`apply_plan`.
+    """The operators of one draw of ``plan``: ``(op, check, spans)`` for :func:`apply_plan`.
 
     ``check`` is the first-order operator, kept only for pooled (small-budget) plans with
     controls: there a handful of units cannot tell how much of the error the controls remove,
-    so the larger of the two standard errors is reported.
+    so the larger of the two standard errors is reported. ``spans`` (pooled plans only, else
+    ``None``) says whether this draw identifies the regression with a residual to spare; a draw
+    that does not identify it is solved with the small ridge (finite, still efficient), and either
+    is reported with an infinite ``stderr``.
     """
     ridge = 0.0 if plan.identified else SMALL_RIDGE
+    spans = None
+    if plan.pooled is not None and plan.identified:
+        spans = _draw_spans(masks, weights, dtype)
+        ridge = jnp.where(spans, 0.0, SMALL_RIDGE).astype(dtype)
     rows = _rows(plan)
+    if spans is not None and len(rows[0]) <= masks.shape[-1] - 1:
+        spans = jnp.zeros((), bool)  # no more regression rows than unknowns: no residual for a stderr
     op = kernel_operator(masks, weights, tuple(controls), dtype=dtype, ridge=ridge, rows=rows)
     check = None
     if plan.pooled is not None and controls:
         check = kernel_operator(masks, weights, (), dtype=dtype, ridge=ridge, rows=rows)
-    return op, check
+    return op, check, spans
 
 
 @full_precision
 def apply_plan(ops, plan, values, v_empty, v_full):
     """``(phi, stderr)`` of one game from :func:`plan_operators`' operators (``values [C, K]``).
 
-    The standard error is infinite where the plan does not identify the regression.
+    The standard error is infinite where the plan (or this draw) does not identify the regression.
     """
-    op, check = ops
+    op, check, spans = ops
     phi, stderr = apply_operator(op, plan, values, v_empty, v_full)
     if check is not None:
         stderr = jnp.maximum(stderr, apply_operator(check, plan, values, v_empty, v_full)[1])
     if not plan.identified:
         stderr = jnp.full_like(stderr, jnp.inf)
+    elif spans is not None:
+        stderr = jnp.where(spans, stderr, jnp.inf)
     return phi, stderr
 
 
