@@ -58,6 +58,17 @@ def _positive_int(value: Any, name: str, least: int = 1) -> int:
     return int(value)
 
 
+def default_hidden(n_features: int) -> tuple[int, ...]:
+    """The explainer network's default widths: ``(128, 128)`` up to 8 features, else ``(256, 256)``.
+
+    Measured on the ``amortized`` bench (tanh MLP(64), 2000 training rows): at 8 features the
+    smaller network reached the same error (0.037 against 0.038) at about 3x the throughput, so
+    that explaining beats KernelExplainer at equal error by about 300x instead of 70x to 110x;
+    at 16 features it was less accurate (0.096 against 0.086).
+    """
+    return (128, 128) if n_features <= 8 else (256, 256)
+
+
 def _check_hidden(hidden: Any) -> tuple[int, ...]:
     if isinstance(hidden, (int, np.integer)) and not isinstance(hidden, bool):
         hidden = (hidden,)
@@ -109,14 +120,16 @@ class AmortizedExplainer(RowExplainer):
       background: background rows ``[B, M]`` (array or DataFrame; more than 100 rows are
         subsampled with a warning, as every masker does) or an unweighted
         :class:`jaxshap.maskers.Independent` masker.
-      hidden: widths of the explainer network's hidden layers (default ``(256, 256)``).
-      n_coalitions: coalitions per training row and step, an even number (pairs), default 32.
+      hidden: widths of the explainer network's hidden layers, or ``"auto"`` (default):
+        :func:`default_hidden`, ``(128, 128)`` up to 8 features and ``(256, 256)`` above.
+      n_coalitions: coalitions per training row and step, an even number (pairs), default 64.
         When ``2**M - 2 <= n_coalitions`` every coalition is used instead, weighted by the
         Shapley kernel, which removes the sampling noise (``M <= 5`` at the default). At the
-        same cost per step, 64 coalitions of 16 background rows had lower error than 32 of 32
-        on the ``amortized`` bench (0.087 against 0.101 at 16 features, 0.137 against 0.146 at 32).
+        same cost per step, 64 coalitions of 16 background rows (the defaults) had lower error
+        than 32 of 32 on the ``amortized`` bench (0.087 against 0.101 at 16 features, 0.137
+        against 0.146 at 32).
       background_samples: background rows averaged per coalition in training (a fresh random
-        subset each time; unbiased); ``None`` uses them all. Default 32.
+        subset each time; unbiased); ``None`` uses them all. Default 16.
       averaging: decay of the exponential moving average of the parameters (Polyak averaging)
         that is validated and kept, default 0.99 (a horizon of about 100 steps); it averages out
         the noise of the sampled objective. 0 keeps the raw iterates.
@@ -151,9 +164,9 @@ class AmortizedExplainer(RowExplainer):
         model: Callable,
         background: Any,
         *,
-        hidden: Sequence[int] = (256, 256),
-        n_coalitions: int = 32,
-        background_samples: int | None = 32,
+        hidden: Sequence[int] | str = "auto",
+        n_coalitions: int = 64,
+        background_samples: int | None = 16,
         averaging: float = 0.99,
         feature_names: Sequence[str] | None = None,
         memory_budget: int = DEFAULT_MEMORY_BUDGET,
@@ -164,7 +177,7 @@ class AmortizedExplainer(RowExplainer):
         reject_weights(masker, "AmortizedExplainer")
         self.masker = masker
         self.n_features = masker.n_features
-        self.hidden = _check_hidden(hidden)
+        self.hidden = default_hidden(self.n_features) if isinstance(hidden, str) and hidden == "auto" else _check_hidden(hidden)
         n_coalitions = _positive_int(n_coalitions, "n_coalitions", 2)
         if n_coalitions % 2:
             raise ValueError(f"`n_coalitions` must be even (coalitions come in complementary pairs); got {n_coalitions}.")
