@@ -1,6 +1,8 @@
+import logging
 import os
 import sys
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -28,3 +30,26 @@ def make_mlp(seed: int, n_features: int, hidden: int = 8, n_outputs: int | None 
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+class CountCompiles(logging.Handler):
+    """Counts XLA compilations (``jax_log_compiles``) inside a ``with`` block."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.names = []
+
+    def emit(self, record):
+        message = record.getMessage()
+        if message.startswith("Finished XLA compilation of"):
+            self.names.append(message.split()[4])
+
+    def __enter__(self):
+        self._old = jax.config.jax_log_compiles
+        jax.config.update("jax_log_compiles", True)
+        logging.getLogger("jax").addHandler(self)
+        return self
+
+    def __exit__(self, *exc):
+        logging.getLogger("jax").removeHandler(self)
+        jax.config.update("jax_log_compiles", self._old)

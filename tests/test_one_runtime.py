@@ -5,7 +5,6 @@ Compilations are counted through the model: a JAX model's Python body runs only 
 traces it, so a counter in it counts the programs built around it (as in test_runtime.py).
 """
 
-import logging
 import os
 import subprocess
 import sys
@@ -18,6 +17,7 @@ import pytest
 import jaxshap
 import jaxshap._runtime._chunking as chunking
 from jaxshap._runtime._rows import RowExplainer
+from conftest import CountCompiles
 
 # Different chunk and block shapes may reorder float32 sums inside the model (last-bit changes);
 # a wrong key or a misplaced row would change values by about 1e-1.
@@ -208,29 +208,6 @@ def test_amortized_new_rows_and_a_loaded_copy_do_not_recompile(data, amortized, 
 
 
 # --- TreeExplainer -------------------------------------------------------------------------------
-
-
-class CountCompiles(logging.Handler):
-    """Counts XLA compilations (``jax_log_compiles``) inside a ``with`` block."""
-
-    def __init__(self):
-        super().__init__(logging.DEBUG)
-        self.names = []
-
-    def emit(self, record):
-        message = record.getMessage()
-        if message.startswith("Finished XLA compilation of"):
-            self.names.append(message.split()[4])
-
-    def __enter__(self):
-        self._old = jax.config.jax_log_compiles
-        jax.config.update("jax_log_compiles", True)
-        logging.getLogger("jax").addHandler(self)
-        return self
-
-    def __exit__(self, *exc):
-        logging.getLogger("jax").removeHandler(self)
-        jax.config.update("jax_log_compiles", self._old)
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ Compilations are counted through the model: a JAX model's Python body runs only 
 traces it, so a counter in it counts the programs built around it.
 """
 
-import logging
 import os
 import subprocess
 import sys
@@ -21,6 +20,7 @@ import jaxshap
 from jaxshap._runtime import _chunking as chunking
 from jaxshap._runtime._pytree import Static, merge, split
 from oracle import interventional_shapley
+from conftest import CountCompiles
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 M, B = 4, 6
@@ -45,29 +45,6 @@ def make_params(seed, dtype=jnp.float32):
 def data():
     rng = np.random.default_rng(3)
     return rng.normal(size=(B, M)).astype(np.float32), rng.normal(size=(101, M)).astype(np.float32)
-
-
-class CountCompiles(logging.Handler):
-    """Counts XLA compilations (``jax_log_compiles``) inside a ``with`` block."""
-
-    def __init__(self):
-        super().__init__(logging.DEBUG)
-        self.names = []
-
-    def emit(self, record):
-        message = record.getMessage()
-        if message.startswith("Finished XLA compilation of"):
-            self.names.append(message.split()[4])
-
-    def __enter__(self):
-        self._old = jax.config.jax_log_compiles
-        jax.config.update("jax_log_compiles", True)
-        logging.getLogger("jax").addHandler(self)
-        return self
-
-    def __exit__(self, *exc):
-        logging.getLogger("jax").removeHandler(self)
-        jax.config.update("jax_log_compiles", self._old)
 
 
 def numpy_model(params):
