@@ -40,22 +40,26 @@ def _softmax(m):
     return e / e.sum(-1, keepdims=True)
 
 
-def _rescaled_oracle(raw, g, x, bg):
-    """Per background row b: exact Shapley values of S -> raw(x_S, b_-S) (every hybrid row sent
-    to the library), rescaled per output by (g(f(x)) - g(f(b))) / (f(x) - f(b)), averaged."""
+def _per_background_shapley(raw, x, bg):
+    """For each background row b: ``(phi [M, K], f(x), f(b))``, ``phi`` the exact Shapley values of
+    S -> raw(x_S, b_-S) (every hybrid row sent to the library)."""
     subsets = [frozenset(c) for r in range(M + 1) for c in itertools.combinations(range(M), r)]
     fx = np.asarray(raw(x[None]), np.float64).reshape(-1)
-    total = 0.0
     for b in bg:
         hybrids = np.repeat(b[None], len(subsets), 0)
         for i, S in enumerate(subsets):
             hybrids[i, sorted(S)] = x[sorted(S)]
         out = np.asarray(raw(hybrids), np.float64).reshape(len(subsets), -1)
         v = dict(zip(subsets, out))
-        phi = shapley_from_game(v.__getitem__, M)  # [M, K]
-        fb = out[0]
-        r = (g(fx) - g(fb)) / (fx - fb)
-        total = total + phi * r
+        yield shapley_from_game(v.__getitem__, M), fx, out[0]
+
+
+def _rescaled_oracle(raw, g, x, bg):
+    """Per background row b: exact Shapley values of S -> raw(x_S, b_-S), rescaled per output by
+    (g(f(x)) - g(f(b))) / (f(x) - f(b)), averaged."""
+    total = 0.0
+    for phi, fx, fb in _per_background_shapley(raw, x, bg):
+        total = total + phi * (g(fx) - g(fb)) / (fx - fb)
     return total / len(bg)
 
 
@@ -77,17 +81,9 @@ def _softmax_class_shapley(fx, fb):
 
 
 def _softmax_oracle(raw, x, bg):
-    subsets = [frozenset(c) for r in range(M + 1) for c in itertools.combinations(range(M), r)]
-    fx = np.asarray(raw(x[None]), np.float64).reshape(-1)
     total = 0.0
-    for b in bg:
-        hybrids = np.repeat(b[None], len(subsets), 0)
-        for i, S in enumerate(subsets):
-            hybrids[i, sorted(S)] = x[sorted(S)]
-        out = np.asarray(raw(hybrids), np.float64).reshape(len(subsets), -1)
-        v = dict(zip(subsets, out))
-        phi = shapley_from_game(v.__getitem__, M)  # [M, K(j)]
-        r = _softmax_class_shapley(fx, out[0]) / (fx - out[0])[None, :]  # [K(k), K(j)]
+    for phi, fx, fb in _per_background_shapley(raw, x, bg):  # phi [M, K(j)]
+        r = _softmax_class_shapley(fx, fb) / (fx - fb)[None, :]  # [K(k), K(j)]
         total = total + phi @ r.T
     return total / len(bg)
 
