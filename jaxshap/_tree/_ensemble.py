@@ -132,17 +132,22 @@ class TreeEnsemble:
         for t in range(self.n_trees):
             node = np.zeros(X.shape[0], dtype=np.int64)
             for _ in range(self.feature.shape[1]):
-                f = self.feature[t, node]
-                inner = f >= 0
+                node, inner = self.descend(X, rows, t, node)
                 if not inner.any():
                     break
-                x = X[rows, np.maximum(f, 0)]
-                cats = None if self.cat_left is None else (self.cat_left[t, node], self.cat_invalid_left[t, node])
-                left = go_left(x, self.threshold[t, node], self.default_left[t, node], self.missing[t, node], cats)
-                nxt = np.where(left, self.left[t, node], self.right[t, node])
-                node = np.where(inner, nxt, node)
             out += self.value[t, node]
         return out
+
+    def descend(self, X: np.ndarray, rows, trees, node: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """One level of routing: ``(next node, whether the current node splits)`` of rows
+        ``X[rows]`` at nodes ``node`` of trees ``trees`` (index arrays that broadcast together);
+        leaves stay where they are."""
+        f = self.feature[trees, node]
+        inner = f >= 0
+        x = X[rows, np.maximum(f, 0)]
+        cats = None if self.cat_left is None else (self.cat_left[trees, node], self.cat_invalid_left[trees, node])
+        left = go_left(x, self.threshold[trees, node], self.default_left[trees, node], self.missing[trees, node], cats)
+        return np.where(inner, np.where(left, self.left[trees, node], self.right[trees, node]), node), inner
 
 
 def in_category_set(words: np.ndarray, x: np.ndarray, invalid: np.ndarray) -> np.ndarray:

@@ -195,22 +195,15 @@ class _Build:
 def _cover_from_data(e: TreeEnsemble, X: np.ndarray) -> TreeEnsemble:
     """The ensemble with each node's cover replaced by the number of rows of ``X`` (already
     prepared) that pass through it, counted for all trees at once, one level per step."""
-    from ._ensemble import go_left
-
     t, n = e.feature.shape
     rows = np.arange(X.shape[0])[:, None]
     node = np.zeros((X.shape[0], t), dtype=np.int64)
     trees = np.arange(t)[None, :]
     counts = np.bincount((trees * n + node).reshape(-1), minlength=t * n).astype(np.float64)
     while True:
-        f = e.feature[trees, node]
-        inner = f >= 0
+        node, inner = e.descend(X, rows, trees, node)
         if not inner.any():
             break
-        x = X[rows, np.maximum(f, 0)]
-        cats = None if e.cat_left is None else (e.cat_left[trees, node], e.cat_invalid_left[trees, node])
-        left = go_left(x, e.threshold[trees, node], e.default_left[trees, node], e.missing[trees, node], cats)
-        node = np.where(inner, np.where(left, e.left[trees, node], e.right[trees, node]), node)
         flat = (trees * n + node)[inner]
         counts += np.bincount(flat, minlength=t * n)
     return dataclasses.replace(e, cover=counts.reshape(t, n))
