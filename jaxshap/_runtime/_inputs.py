@@ -95,15 +95,22 @@ def as_matrix(x: Any, name: str, *, dtype: Any = None) -> jax.Array:
         raise TypeError(
             f"`{name}` must hold numbers; got dtype {x.dtype}. Encode categorical columns as numbers first."
         )
+    x = as_rows(x, name)
+    target = jax.dtypes.canonicalize_dtype(dtype if dtype is not None else float_dtype(x))
+    check_fits(x, target, name)
+    return jnp.asarray(x, dtype=target)
+
+
+def as_rows(x: Any, name: str) -> Any:
+    """``x`` (NumPy or JAX) as rows ``[n, M]``: one row ``[M]`` is promoted; anything else that is
+    not 2-D, or has no columns, is refused naming ``name``."""
     if x.ndim == 1:
         x = x[None, :]
     if x.ndim != 2:
         raise ValueError(f"`{name}` must be a 2-D array of shape [rows, features]; got shape {tuple(x.shape)}.")
     if x.shape[1] == 0:
         raise ValueError(f"`{name}` has no feature columns; pass an array of shape [rows, features].")
-    target = jax.dtypes.canonicalize_dtype(dtype if dtype is not None else float_dtype(x))
-    check_fits(x, target, name)
-    return jnp.asarray(x, dtype=target)
+    return x
 
 
 def check_fits(x: Any, dtype: Any, name: str) -> None:

@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from .._runtime._inputs import as_rows
+
 
 def _frame_to_numpy(df: Any, name: str) -> np.ndarray:
     cols = []
@@ -76,10 +78,4 @@ def host_rows(x: Any, name: str, *, sparse_missing: bool) -> tuple[np.ndarray, l
                 "columns for categorical features, or encode them as numbers."
             )
         out = out.astype(np.float64)
-    if out.ndim == 1:
-        out = out[None, :]
-    if out.ndim != 2:
-        raise ValueError(f"`{name}` must be a 2-D array of shape [rows, features]; got shape {out.shape}.")
-    if out.shape[1] == 0:
-        raise ValueError(f"`{name}` has no feature columns; pass an array of shape [rows, features].")
-    return out, names
+    return as_rows(out, name), names
