@@ -10,7 +10,9 @@ import jax.numpy as jnp
 from .._runtime._chunking import DEFAULT_MEMORY_BUDGET
 from .._runtime._explainer import Explainer
 from .._runtime._inputs import check_walks
+from .._estimators._kernel import third_order_ridge
 from .._estimators._permutation import permutation_shapley
+from .._estimators._permutation_controls import MAX_FIT_POINTS, adjusted_permutation_shapley
 from .._coalitions._hierarchy import consistent_ranks
 from ..maskers._partition import Partition
 
@@ -34,6 +36,16 @@ class PermutationExplainer(Explainer):
       n_permutations: permutations walked per row, an even number of at least 4 (a permutation
         and its reverse are two walks); each walk costs ``M + 1`` coalitions, each ``B`` model
         evaluations with the ``Independent`` masker.
+      control_variates: subtract a surrogate of the game's third-order part, fitted on the
+        walks themselves and cross-fitted between their two halves, whose Shapley values are
+        zero (regression-adjusted Monte Carlo, Witter et al., 2025; see
+        :mod:`jaxshap._estimators._permutation_controls`). Same walks, same estimand, lower error
+        (about 1.2x to 2.5x lower squared error on MLP games, more with more walks; see
+        ``bench/scenarios/permutation.py``). ``"auto"`` (default) turns it on for Shapley values
+        (not with a ``Partition`` masker, whose Owen values the surrogate does not preserve) when
+        ``n_permutations`` is a multiple of 4 of at least 8, ``M >= 3``, and each half has at
+        most :data:`~jaxshap._estimators._permutation_controls.MAX_FIT_POINTS` prefixes (the fit
+        factorises a matrix of that size per row); ``True`` requires those conditions.
       feature_names: optional feature names.
       memory_budget: bytes of working memory one chunk of model evaluations may use (default
         512 MiB); memory grows with the chunk, not with the rows (see :class:`Explainer`).
@@ -41,7 +53,8 @@ class PermutationExplainer(Explainer):
         shap's ``link``; see :class:`jaxshap._runtime._explainer.Explainer`).
 
     Raises:
-      ValueError: for an ``n_permutations`` that is not an even integer of at least 4.
+      ValueError: for an ``n_permutations`` that is not an even integer of at least 4, or a
+        ``control_variates`` that is not a bool or ``"auto"`` or is ``True`` where it cannot apply.
     """
 
     def __init__(
@@ -50,14 +63,30 @@ class PermutationExplainer(Explainer):
         background: Any,
         n_permutations: int = 32,
         *,
+        control_variates: bool | str = "auto",
         feature_names: Sequence[str] | None = None,
         memory_budget: int = DEFAULT_MEMORY_BUDGET,
         link: str = "identity",
     ):
         self.n_permutations = check_walks(n_permutations, 4)
+        if not (isinstance(control_variates, bool) or control_variates == "auto"):
+            raise ValueError(f"`control_variates` must be True, False or 'auto'; got {control_variates!r}.")
         super().__init__(
             model, background, feature_names=feature_names, memory_budget=memory_budget, link=link
         )
+        m, walks = self.n_features, self.n_permutations
+        why = None
+        if isinstance(self.masker, Partition):
+            why = "a Partition masker asks for Owen values, which the third-order surrogate does not preserve"
+        elif m < 3:
+            why = f"there are no third-order terms with {m} features"
+        elif walks < 8 or walks % 4:
+            why = f"the controls need n_permutations to be a multiple of 4 of at least 8 (got {walks})"
+        elif control_variates == "auto" and walks // 4 * (m - 1) > MAX_FIT_POINTS:
+            why = "too many walks to fit the surrogate per row"
+        if control_variates is True and why is not None:
+            raise ValueError(f"`control_variates=True` cannot apply: {why}.")
+        self.control_variates = control_variates is not False and why is None
 
     def _coalitions_per_row(self) -> int:
         return self.n_permutations * (self.n_features - 1) + 2
@@ -72,5 +101,9 @@ class PermutationExplainer(Explainer):
                 flips = jax.random.bernoulli(k, 0.5, (pairs, n_nodes)).astype(jnp.int32)
                 return consistent_ranks(flips, node, side, size)
 
+        if self.control_variates:
+            rho = third_order_ridge(self.n_features)
+            phi, stderr, v0, _ = adjusted_permutation_shapley(key, value_fn, self.n_features, self.n_permutations, rho)
+            return phi, v0, stderr
         phi, stderr, v0, _ = permutation_shapley(key, value_fn, self.n_features, self.n_permutations, ranks_fn)
         return phi, v0, stderr
