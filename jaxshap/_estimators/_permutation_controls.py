@@ -56,12 +56,22 @@ def _fit_and_predict(u_fit: jax.Array, o_fit: jax.Array, u_new: jax.Array, rho: 
     n, m = u_fit.shape
     lam = rho * n
     gram = odd_kernel(u_fit, u_fit, 3) / lam
-    factor = cho_factor(jnp.eye(n, dtype=u_fit.dtype) + gram, lower=True)
-    bi_u = cho_solve(factor, u_fit)
-    bi_o = cho_solve(factor, o_fit)
+    bmat = jnp.eye(n, dtype=u_fit.dtype) + gram
+    import os
+    if os.environ.get("PCV_CG"):
+        from jax.scipy.sparse.linalg import cg
+        solve = lambda r: jax.vmap(lambda c: cg(bmat, c, maxiter=200)[0], in_axes=1, out_axes=1)(r)
+        bi_u, bi_o = solve(u_fit), solve(o_fit)
+    else:
+        factor = cho_factor(bmat, lower=True)
+        bi_u = cho_solve(factor, u_fit)
+        bi_o = cho_solve(factor, o_fit)
     normal = u_fit.T @ bi_u
     normal = normal + 1e-6 * jnp.trace(normal) / m * jnp.eye(m, dtype=u_fit.dtype)
-    a = cho_solve(cho_factor(normal, lower=True), u_fit.T @ bi_o)
+    if os.environ.get("PCV_CG"):
+        a = jax.scipy.sparse.linalg.cg(normal, u_fit.T @ bi_o, maxiter=100)[0] if False else jnp.linalg.pinv(normal, hermitian=True) @ (u_fit.T @ bi_o)
+    else:
+        a = cho_solve(cho_factor(normal, lower=True), u_fit.T @ bi_o)
     alpha = bi_o - bi_u @ a
     return (odd_kernel(u_new, u_fit, 3) / lam) @ alpha
 
