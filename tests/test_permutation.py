@@ -1,5 +1,7 @@
 """PermutationExplainer: unbiasedness, standard errors, reproducibility, and shap in distribution."""
 
+import os
+
 import jax
 import numpy as np
 import pytest
@@ -51,8 +53,11 @@ def test_key_reproducible_and_chunking_invariant(problem):
 
 def test_stderr_shrinks_like_inverse_sqrt(problem):
     model, background, X, _ = problem
-    small = jaxshap.PermutationExplainer(model, background, n_permutations=16)(X).stderr.mean()
-    large = jaxshap.PermutationExplainer(model, background, n_permutations=256)(X).stderr.mean()
+    # Plain walks: with the controls on, the surrogate also improves with more walks, so their
+    # stderr shrinks faster than 1 / sqrt(walks).
+    plain = lambda walks: jaxshap.PermutationExplainer(model, background, n_permutations=walks, control_variates=False)
+    small = plain(16)(X).stderr.mean()
+    large = plain(256)(X).stderr.mean()
     ratio = float(small / large)
     assert 2.5 < ratio < 6.5  # sqrt(16) = 4 in expectation
 
@@ -171,7 +176,7 @@ def test_controls_are_exact_on_games_of_orders_one_and_two():
 
 def test_explainer_control_variates_option(problem):
     model, background, X, exact = problem
-    on = jaxshap.PermutationExplainer(model, background, n_permutations=32)
+    on = jaxshap.PermutationExplainer(model, background, n_permutations=32, control_variates=True)
     off = jaxshap.PermutationExplainer(model, background, n_permutations=32, control_variates=False)
     assert on.control_variates and not off.control_variates
     a, b = on(X, key=3), off(X, key=3)
@@ -179,8 +184,44 @@ def test_explainer_control_variates_option(problem):
     err = np.abs(np.asarray(a.values - exact.values))
     assert np.mean(err <= 3 * np.asarray(a.stderr) + 1e-6) >= 0.85
     assert not np.allclose(np.asarray(a.values), np.asarray(b.values))  # the option is really used
-    assert not jaxshap.PermutationExplainer(model, background, n_permutations=6).control_variates  # "auto": off
+    auto = lambda bg, f=model, walks=32: jaxshap.PermutationExplainer(f, bg, n_permutations=walks).control_variates
+    assert not auto(background)  # 12 background rows: a cheap game, the fit would cost more than it saves
+    many = np.repeat(background, 6, axis=0)  # 72 >= AUTO_MIN_EVALS rows
+    assert auto(many) and not auto(many, walks=6) and not auto(many, walks=2048)  # not a multiple of 4; too many points
+    assert auto(background, f=lambda Z: np.asarray(model(np.asarray(Z))))  # a host model: evaluations dominate
     with pytest.raises(ValueError, match="multiple of 4"):
         jaxshap.PermutationExplainer(model, background, n_permutations=6, control_variates=True)
     with pytest.raises(ValueError, match="control_variates"):
         jaxshap.PermutationExplainer(model, background, control_variates="yes")
+
+
+_TWO_THREADS = """
+import os, sys
+os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:2])  # XLA sizes its CPU pool from this
+import numpy as np, jax
+sys.path.insert(0, {tests!r})
+from conftest import make_mlp
+import jaxshap
+params, apply = make_mlp(11, 6, hidden=12)
+rng = np.random.default_rng(11)
+background = rng.normal(size=(12, 6)).astype(np.float32)
+X = rng.normal(size=(8, 6)).astype(np.float32)
+for walks in (64, 256):
+    e = jaxshap.PermutationExplainer(lambda Z: apply(params, Z), background, n_permutations=walks)(X, key=5)
+    assert e.values.shape == (8, 6) and np.isfinite(np.asarray(e.stderr)).all()
+print("finished")
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs and Linux affinity")
+def test_controls_finish_on_a_two_thread_pool():
+    """The cross-fitted fits once ran as two batched Cholesky calls side by side. On a CPU,
+    jaxlib 0.10 splits a batched LAPACK call over XLA's intra-op pool and blocks a pool thread
+    until the parts finish, so on a two-thread pool the two calls waited for each other forever
+    (4 hangs in 4 runs of this script). The fits now go through one call per stage."""
+    import subprocess
+    import sys
+
+    script = _TWO_THREADS.format(tests=os.path.dirname(__file__))
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0 and "finished" in result.stdout, result.stderr[-2000:]
