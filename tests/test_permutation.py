@@ -1,5 +1,7 @@
 """PermutationExplainer: unbiasedness, standard errors, reproducibility, and shap in distribution."""
 
+import os
+
 import jax
 import numpy as np
 import pytest
@@ -51,8 +53,11 @@ def test_key_reproducible_and_chunking_invariant(problem):
 
 def test_stderr_shrinks_like_inverse_sqrt(problem):
     model, background, X, _ = problem
-    small = jaxshap.PermutationExplainer(model, background, n_permutations=16)(X).stderr.mean()
-    large = jaxshap.PermutationExplainer(model, background, n_permutations=256)(X).stderr.mean()
+    # Plain walks: with the controls on, the surrogate also improves with more walks, so their
+    # stderr shrinks faster than 1 / sqrt(walks).
+    plain = lambda walks: jaxshap.PermutationExplainer(model, background, n_permutations=walks, control_variates=False)
+    small = plain(16)(X).stderr.mean()
+    large = plain(256)(X).stderr.mean()
     ratio = float(small / large)
     assert 2.5 < ratio < 6.5  # sqrt(16) = 4 in expectation
 
@@ -98,3 +103,125 @@ def test_sample_permutations_are_uniform(m):
         position = np.stack([(p == f).argmax(1) for f in range(m)])  # [feature, row]
         for f in range(m):
             np.testing.assert_allclose(np.bincount(position[f], minlength=m) / n, 0.25, atol=0.01)
+
+
+# --- third-order control variates (regression-adjusted, cross-fitted) ---------------------------
+
+
+def _walsh_game(m, seed):
+    """A game of Walsh terms of orders 1 to 4 (with an even part) and its exact Shapley values."""
+    from oracle import shapley_from_game, tabulated_game
+
+    rng = np.random.default_rng(seed)
+    codes = np.arange(2**m)
+    masks = (codes[:, None] >> np.arange(m)) & 1
+    u = 2.0 * masks - 1.0
+    table = u @ rng.normal(size=m)
+    for order, scale in ((2, 0.5), (3, 0.4), (4, 0.1)):
+        for _ in range(3 * m):
+            t = rng.choice(m, order, replace=False)
+            table = table + scale * rng.normal() * np.prod(u[:, t], axis=1)
+    phi = shapley_from_game(tabulated_game(table), m)
+    weights = jnp_powers(m)
+    game = lambda ms: jax.numpy.asarray(table, jax.numpy.float32)[ms.astype(jax.numpy.int32) @ weights]
+    return game, phi
+
+
+def jnp_powers(m):
+    return jax.numpy.asarray(1 << np.arange(m), jax.numpy.int32)
+
+
+def test_controls_reduce_error_keep_efficiency_and_stay_unbiased():
+    from jaxshap._estimators._kernel import third_order_ridge
+    from jaxshap._estimators._permutation import permutation_shapley
+    from jaxshap._estimators._permutation_controls import adjusted_permutation_shapley
+
+    m, walks = 8, 32
+    game, phi = _walsh_game(m, seed=3)
+    keys = jax.random.split(jax.random.key(0), 200)
+    plain = jax.jit(jax.vmap(lambda k: permutation_shapley(k, game, m, walks)))(keys)
+    adjusted = jax.jit(jax.vmap(lambda k: adjusted_permutation_shapley(k, game, m, walks, third_order_ridge(m))))(keys)
+    err_plain = np.asarray(plain[0]) - phi
+    err_adj = np.asarray(adjusted[0]) - phi
+    # the third-order part is most of the error that pairing leaves: much lower squared error
+    assert (err_adj**2).mean() < 0.5 * (err_plain**2).mean()
+    # efficiency: every estimate sums to v(N) - v(empty)
+    total = float(game(np.ones((1, m), bool))[0] - game(np.zeros((1, m), bool))[0])
+    np.testing.assert_allclose(np.asarray(adjusted[0]).sum(1), total, atol=1e-4)
+    # cross-fitting keeps it unbiased: the mean over 200 keys is within 4 standard errors of the truth
+    se_of_mean = err_adj.std(0, ddof=1) / np.sqrt(len(keys))
+    assert np.all(np.abs(err_adj.mean(0)) < 4 * se_of_mean + 1e-6)
+    # and its stderr is calibrated: about the spread of the errors
+    ratio = np.sqrt((np.asarray(adjusted[1]) ** 2).mean() / (err_adj**2).mean())
+    assert 0.7 < ratio < 1.4
+
+
+def test_controls_are_exact_on_games_of_orders_one_and_two():
+    """Antithetic walks are already exact there; the adjusted estimator must stay exact."""
+    from jaxshap._estimators._permutation_controls import adjusted_permutation_shapley
+
+    from oracle import shapley_from_game, tabulated_game
+
+    m = 6
+    rng = np.random.default_rng(1)
+    codes = np.arange(2**m)
+    u = 2.0 * ((codes[:, None] >> np.arange(m)) & 1) - 1.0
+    table = u @ rng.normal(size=m) + sum(rng.normal() * u[:, i] * u[:, j] for i in range(m) for j in range(i))
+    phi = shapley_from_game(tabulated_game(table), m)
+    game = lambda ms: jax.numpy.asarray(table, jax.numpy.float32)[ms.astype(jax.numpy.int32) @ jnp_powers(m)]
+    est, stderr, _, _ = adjusted_permutation_shapley(jax.random.key(2), game, m, 8, 0.05)
+    np.testing.assert_allclose(np.asarray(est), phi, atol=1e-4)
+    assert float(np.abs(np.asarray(stderr)).max()) < 1e-4
+
+
+def test_explainer_control_variates_option(problem):
+    model, background, X, exact = problem
+    on = jaxshap.PermutationExplainer(model, background, n_permutations=32, control_variates=True)
+    off = jaxshap.PermutationExplainer(model, background, n_permutations=32, control_variates=False)
+    assert on.control_variates and not off.control_variates
+    a, b = on(X, key=3), off(X, key=3)
+    np.testing.assert_allclose(np.asarray(a.values).sum(1) + a.base_values, model(X), rtol=1e-5, atol=1e-5)
+    err = np.abs(np.asarray(a.values - exact.values))
+    assert np.mean(err <= 3 * np.asarray(a.stderr) + 1e-6) >= 0.85
+    assert not np.allclose(np.asarray(a.values), np.asarray(b.values))  # the option is really used
+    auto = lambda bg, f=model, walks=32: jaxshap.PermutationExplainer(f, bg, n_permutations=walks).control_variates
+    assert not auto(background)  # 12 background rows: a cheap game, the fit would cost more than it saves
+    many = np.repeat(background, 6, axis=0)  # 72 >= AUTO_MIN_EVALS rows
+    assert auto(many) and not auto(many, walks=6) and not auto(many, walks=2048)  # not a multiple of 4; too many points
+    assert auto(background, f=lambda Z: np.asarray(model(np.asarray(Z))))  # a host model: evaluations dominate
+    with pytest.raises(ValueError, match="multiple of 4"):
+        jaxshap.PermutationExplainer(model, background, n_permutations=6, control_variates=True)
+    with pytest.raises(ValueError, match="control_variates"):
+        jaxshap.PermutationExplainer(model, background, control_variates="yes")
+
+
+_TWO_THREADS = """
+import os, sys
+os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:2])  # XLA sizes its CPU pool from this
+import numpy as np, jax
+sys.path.insert(0, {tests!r})
+from conftest import make_mlp
+import jaxshap
+params, apply = make_mlp(11, 6, hidden=12)
+rng = np.random.default_rng(11)
+background = rng.normal(size=(12, 6)).astype(np.float32)
+X = rng.normal(size=(8, 6)).astype(np.float32)
+for walks in (64, 256):
+    e = jaxshap.PermutationExplainer(lambda Z: apply(params, Z), background, n_permutations=walks)(X, key=5)
+    assert e.values.shape == (8, 6) and np.isfinite(np.asarray(e.stderr)).all()
+print("finished")
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs and Linux affinity")
+def test_controls_finish_on_a_two_thread_pool():
+    """The cross-fitted fits once ran as two batched Cholesky calls side by side. On a CPU,
+    jaxlib 0.10 splits a batched LAPACK call over XLA's intra-op pool and blocks a pool thread
+    until the parts finish, so on a two-thread pool the two calls waited for each other forever
+    (4 hangs in 4 runs of this script). The fits now go through one call per stage."""
+    import subprocess
+    import sys
+
+    script = _TWO_THREADS.format(tests=os.path.dirname(__file__))
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0 and "finished" in result.stdout, result.stderr[-2000:]

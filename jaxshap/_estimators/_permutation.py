@@ -51,6 +51,20 @@ def permutation_shapley(
     if n_permutations < 4 or n_permutations % 2:
         raise ValueError(f"`n_permutations` must be an even integer of at least 4; got {n_permutations}.")
     m, pairs = n_features, n_permutations // 2
+    ranks, walk_f, walk_c = permutation_walks(key, value_fn, m, pairs, ranks_fn)
+    pair_means = walk_pair_means(ranks, walk_f, walk_c)
+    phi = pair_means.mean(axis=0)
+    stderr = pair_means.std(axis=0, ddof=1) / jnp.sqrt(pairs)
+    return phi, stderr, walk_f[0, 0], walk_f[0, -1]
+
+
+def permutation_walks(key, value_fn: ValueFn, m: int, pairs: int, ranks_fn=None):
+    """Draw ``pairs`` permutations and evaluate their walks: ``(ranks [P, M], walk_f, walk_c)``.
+
+    ``walk_f[p, k]`` is the value of the first ``k`` features of permutation ``p`` (``k = 0..M``)
+    and ``walk_c[p, k]`` the value of that prefix's complement, each ``[P, M + 1, ...]``; the
+    empty and full coalitions are evaluated once and shared.
+    """
     if ranks_fn is None:
         ranks = permutation_ranks(sample_permutations(key, m, pairs))  # [P, M]
     else:
@@ -63,17 +77,19 @@ def permutation_shapley(
     inner = v[2:].reshape((2, pairs, m - 1) + tail)
     edge0 = jnp.broadcast_to(v0, (pairs, 1) + tail)
     edge1 = jnp.broadcast_to(v1, (pairs, 1) + tail)
-    # walk_f[p, k]: value of the first k features of permutation p, k = 0..M.
     walk_f = jnp.concatenate([edge0, inner[0], edge1], axis=1)
-    # walk_c[p, k]: value of the complement of that prefix.
     walk_c = jnp.concatenate([edge1, inner[1], edge0], axis=1)
+    return ranks, walk_f, walk_c
+
+
+def walk_pair_means(ranks: jax.Array, walk_f: jax.Array, walk_c: jax.Array) -> jax.Array:
+    """Each antithetic pair's mean marginal contributions, ``[P, M, ...]``."""
+    pairs, m = ranks.shape
+    tail = walk_f.shape[2:]
     idx = ranks.reshape((pairs, m) + (1,) * len(tail))
     take = lambda a, i: jnp.take_along_axis(a, jnp.broadcast_to(i, (pairs, m) + tail), axis=1)
     # Forward walk: j joins the prefix of length rank(j). Reverse walk: j joins the complement
     # of the prefix of length rank(j) + 1, turning it into the complement of the one of rank(j).
     phi_f = take(walk_f, idx + 1) - take(walk_f, idx)
     phi_b = take(walk_c, idx) - take(walk_c, idx + 1)
-    pair_means = 0.5 * (phi_f + phi_b)
-    phi = pair_means.mean(axis=0)
-    stderr = pair_means.std(axis=0, ddof=1) / jnp.sqrt(pairs)
-    return phi, stderr, v0, v1
+    return 0.5 * (phi_f + phi_b)

@@ -7,12 +7,20 @@ from typing import Any, Callable, Sequence
 import jax
 import jax.numpy as jnp
 
-from .._runtime._chunking import DEFAULT_MEMORY_BUDGET
+from .._runtime._chunking import DEFAULT_MEMORY_BUDGET, chunk_bytes, map_chunks
 from .._runtime._explainer import Explainer
 from .._runtime._inputs import check_walks
-from .._estimators._permutation import permutation_shapley
+from .._runtime._links import link_function
+from .._estimators._kernel import third_order_ridge
+from .._estimators._permutation import permutation_shapley, permutation_walks
+from .._estimators._permutation_controls import MAX_FIT_POINTS, adjust_walks, fit_bytes_per_row
 from .._coalitions._hierarchy import consistent_ranks
 from ..maskers._partition import Partition
+
+
+AUTO_MIN_EVALS = 64
+"""Model evaluations per coalition from which ``control_variates="auto"`` fits the controls for
+a JAX model: below it (a small background) the fit costs more than the error it saves."""
 
 
 class PermutationExplainer(Explainer):
@@ -34,6 +42,22 @@ class PermutationExplainer(Explainer):
       n_permutations: permutations walked per row, an even number of at least 4 (a permutation
         and its reverse are two walks); each walk costs ``M + 1`` coalitions, each ``B`` model
         evaluations with the ``Independent`` masker.
+      control_variates: subtract a surrogate of the game's third-order part, fitted on the
+        walks themselves and cross-fitted between their two halves, whose Shapley values are
+        zero (regression-adjusted Monte Carlo, Witter et al., 2025; see
+        :mod:`jaxshap._estimators._permutation_controls`). Same walks, same estimand, lower
+        error: 1.2x, 1.6x, 1.9x and 2.5x lower squared error at 16, 32, 64 and 128 walks on an
+        MLP at M=20 (``python -m bench permutation``). The fit costs time of its own (about
+        0.7 ms per row at 32 walks and M=20 on a 2-core CPU), which pays when the model's
+        evaluations dominate: ``"auto"`` (default) turns it on for a host model (scikit-learn,
+        XGBoost, ...) or a masker that costs at least :data:`AUTO_MIN_EVALS` model evaluations
+        per coalition (the ``Independent`` masker's background rows; measured with 100 rows and
+        32 walks: 1.36x the time for 1.57x lower error), provided ``n_permutations`` is a
+        multiple of 4 of at least 8, ``M >= 3``, each half has at most
+        :data:`~jaxshap._estimators._permutation_controls.MAX_FIT_POINTS` prefixes, and the
+        masker is not a ``Partition`` (whose Owen values the surrogate does not preserve).
+        ``True`` turns it on wherever it applies (for a cheap JAX model with a small
+        background the fit costs more than doubling the walks would), ``False`` turns it off.
       feature_names: optional feature names.
       memory_budget: bytes of working memory one chunk of model evaluations may use (default
         512 MiB); memory grows with the chunk, not with the rows (see :class:`Explainer`).
@@ -41,7 +65,8 @@ class PermutationExplainer(Explainer):
         shap's ``link``; see :class:`jaxshap._runtime._explainer.Explainer`).
 
     Raises:
-      ValueError: for an ``n_permutations`` that is not an even integer of at least 4.
+      ValueError: for an ``n_permutations`` that is not an even integer of at least 4, or a
+        ``control_variates`` that is not a bool or ``"auto"`` or is ``True`` where it cannot apply.
     """
 
     def __init__(
@@ -50,14 +75,31 @@ class PermutationExplainer(Explainer):
         background: Any,
         n_permutations: int = 32,
         *,
+        control_variates: bool | str = "auto",
         feature_names: Sequence[str] | None = None,
         memory_budget: int = DEFAULT_MEMORY_BUDGET,
         link: str = "identity",
     ):
         self.n_permutations = check_walks(n_permutations, 4)
+        if not (isinstance(control_variates, bool) or control_variates == "auto"):
+            raise ValueError(f"`control_variates` must be True, False or 'auto'; got {control_variates!r}.")
         super().__init__(
             model, background, feature_names=feature_names, memory_budget=memory_budget, link=link
         )
+        m, walks = self.n_features, self.n_permutations
+        why = None
+        if isinstance(self.masker, Partition):
+            why = "a Partition masker asks for Owen values, which the third-order surrogate does not preserve"
+        elif m < 3:
+            why = f"there are no third-order terms with {m} features"
+        elif walks < 8 or walks % 4:
+            why = f"the controls need n_permutations to be a multiple of 4 of at least 8 (got {walks})"
+        if control_variates is True and why is not None:
+            raise ValueError(f"`control_variates=True` cannot apply: {why}.")
+        if control_variates == "auto":
+            pays = self.model.is_host or self.masker.evals_per_coalition >= AUTO_MIN_EVALS
+            control_variates = pays and walks // 4 * (m - 1) <= MAX_FIT_POINTS
+        self.control_variates = control_variates and why is None
 
     def _coalitions_per_row(self) -> int:
         return self.n_permutations * (self.n_features - 1) + 2
@@ -74,3 +116,28 @@ class PermutationExplainer(Explainer):
 
         phi, stderr, v0, _ = permutation_shapley(key, value_fn, self.n_features, self.n_permutations, ranks_fn)
         return phi, v0, stderr
+
+    def _explain_local(self, X, keys, rows_per_chunk, coalitions_per_chunk, n_valid=None):
+        """With the controls, two passes: evaluate each row's walks in the planned chunks (the
+        model's memory), then adjust many rows at once (the fit is many small matrix operations,
+        which cost per call, not per row, when batched)."""
+        if not self.control_variates:
+            return super()._explain_local(X, keys, rows_per_chunk, coalitions_per_chunk, n_valid)
+        f, masker, link = self.model.fn, self.masker, link_function(self.link)
+        m, pairs = self.n_features, self.n_permutations // 2
+
+        def walks(k, x):
+            def value_fn(masks):
+                return link(map_chunks(lambda part: masker.coalition_values(f, x, part), masks, coalitions_per_chunk))
+
+            return permutation_walks(k, value_fn, m, pairs)
+
+        ranks, walk_f, walk_c = map_chunks(lambda a: jax.vmap(walks)(*a), (keys, X), rows_per_chunk, n_valid)
+        rho = third_order_ridge(m)
+        fit_rows = max(1, chunk_bytes(self.memory_budget) // fit_bytes_per_row(m, self.n_permutations, self.model.n_outputs))
+
+        def adjust(a):
+            phi, stderr, v0, _ = jax.vmap(lambda r, wf, wc: adjust_walks(r, wf, wc, rho))(*a)
+            return phi, v0, stderr
+
+        return map_chunks(adjust, (ranks, walk_f, walk_c), fit_rows, n_valid)
