@@ -23,6 +23,7 @@ import re
 from typing import Any, Callable
 
 import jax
+import numpy as np
 
 _HEADER = re.compile(r"^(?:ENTRY\s+)?%([\w.\-]+)\s*\(.*\{\s*$")
 _INSTR = re.compile(r"^\s*(?:ROOT\s+)?%([\w.\-]+)\s*=\s*(.*)$")
@@ -38,7 +39,7 @@ class LapackCall:
 
     name: str
     target: str  # the custom-call target, or "<op> holding <targets>"
-    batched: bool  # its first operand has rank > 2 (a batch of matrices)
+    batched: bool  # its first operand is a batch of more than one matrix (jaxlib splits those)
     where: str  # the innermost jaxshap source line that emitted it, when known
 
 
@@ -121,12 +122,19 @@ def find_pairs(hlo_text: str) -> list[Pair]:
     """Every pair of LAPACK calls in one computation of ``hlo_text`` that no dependency orders."""
     comps = _computations(hlo_text)
     where = _locations(hlo_text)
-    # Which computations hold a LAPACK call, directly or through the computations they call.
-    direct = {c: sorted({t for _, body in instrs for t in _TARGET.findall(body) if "lapack" in t}) for c, instrs in comps.items()}
+    # The LAPACK calls of each computation, directly or through the computations it calls,
+    # as (target, batched).
+    direct: dict[str, set[tuple[str, bool]]] = {}
+    for c, instrs in comps.items():
+        direct[c] = set()
+        for _, body in instrs:
+            target = _TARGET.search(body)
+            if target and "lapack" in target.group(1):
+                direct[c].add((target.group(1), _batch_size(instrs, _first_operand(body)) > 1))
     calls = {c: {n for _, body in instrs for n in _NAME.findall(body) if n in comps} for c, instrs in comps.items()}
-    holds: dict[str, set[str]] = {}
+    holds: dict[str, set[tuple[str, bool]]] = {}
 
-    def held(c: str, stack=()) -> set[str]:
+    def held(c: str, stack=()) -> set[tuple[str, bool]]:
         if c not in holds:
             out = set(direct[c])
             for d in calls[c]:
@@ -145,18 +153,18 @@ def find_pairs(hlo_text: str) -> list[Pair]:
             frame = _FRAME.search(body)
             loc = where.get(int(frame.group(1)), "?") if frame else "?"
             if target and "lapack" in target.group(1):
-                operand = re.search(r"custom-call\(([^)]*)\)", body)
-                first = operand.group(1).split(",")[0].strip().lstrip("%") if operand else ""
-                rank = _operand_rank(instrs, first)
-                sites.append(LapackCall(n, target.group(1), rank > 2, loc))
+                batch = _batch_size(instrs, _first_operand(body))
+                sites.append(LapackCall(n, target.group(1), batch > 1, loc))
             else:
                 inner = set()
                 for d in _NAME.findall(body):
                     if d in comps:
                         inner |= held(d)
                 if inner:
-                    op = re.match(r"^\S+\s+([\w\-]+)\(", body)
-                    sites.append(LapackCall(n, f"{op.group(1) if op else 'op'} holding {', '.join(sorted(inner))}", True, loc))
+                    op = re.match(r"^.*?\s([\w\-]+)\(", body)
+                    targets = ", ".join(sorted({t for t, _ in inner}))
+                    kind = op.group(1) if op else "op"
+                    sites.append(LapackCall(n, f"{kind} holding {targets}", any(b for _, b in inner), loc))
         if len(sites) < 2:
             continue
         ancestors: dict[str, set[str]] = {}
@@ -185,12 +193,19 @@ def find_pairs(hlo_text: str) -> list[Pair]:
     return pairs
 
 
-def _operand_rank(instrs: list[tuple[str, str]], name: str) -> int:
+def _first_operand(body: str) -> str:
+    operand = re.search(r"custom-call\(([^)]*)\)", body)
+    return operand.group(1).split(",")[0].strip().lstrip("%") if operand else ""
+
+
+def _batch_size(instrs: list[tuple[str, str]], name: str) -> int:
+    """The product of the dimensions before the last two of operand ``name`` (1 for a matrix)."""
     for n, body in instrs:
         if n == name:
             shape = _SHAPE.match(body)
-            return len([d for d in shape.group(1).split(",") if d]) if shape else 0
-    return 0
+            dims = [int(d) for d in shape.group(1).split(",") if d] if shape else []
+            return int(np.prod(dims[:-2])) if len(dims) > 2 else 1
+    return 1
 
 
 def compiled_text(fn: Callable, *args: Any) -> str:
