@@ -372,6 +372,24 @@ def test_third_order_auto_follows_the_budget():
     assert jaxshap.KernelExplainer(model, bg, 2 * 31 + 2, third_order=True).third_order
 
 
+def test_sampler_auto_uses_leverage_with_controls_at_large_budgets():
+    from jaxshap._explainers._kernel import AUTO_LEVERAGE_UNITS
+
+    m = 31
+    params, bg, X = make_problem(m)
+    model = partial(jax_mlp, params)
+    sampler = lambda budget, **kw: jaxshap.KernelExplainer(model, bg, budget, **kw).sampler
+    large = AUTO_LEVERAGE_UNITS * m
+    assert sampler(None) == "leverage"  # the default budget, 2 M + 2048, with the controls on
+    assert sampler(large) == "leverage" and sampler(large - 1) == "paired"
+    assert sampler(large, third_order=False) == "paired"  # plain KernelSHAP keeps shap's sampling
+    assert sampler(large, sampler="paired") == "paired" and sampler(64, sampler="leverage") == "leverage"
+    # "auto" is the same estimator as naming the sampler it chose: identical values for one key
+    auto = jaxshap.KernelExplainer(model, bg, large)(X[:2], key=4)
+    named = jaxshap.KernelExplainer(model, bg, large, sampler="leverage")(X[:2], key=4)
+    np.testing.assert_array_equal(np.asarray(auto.values), np.asarray(named.values))
+
+
 def test_bad_budget_in_the_kernel():
     assert min_kernel_coalitions(10) == 2
     with pytest.raises(ValueError, match="at least"):

@@ -29,6 +29,16 @@ this many coalitions per feature (below that they barely help and their standard
 coverage)."""
 
 
+AUTO_LEVERAGE_UNITS = 10
+"""``sampler="auto"`` samples by leverage once the controls are on and the budget is at least
+this many coalitions per feature. Measured with ``third_order`` on (3 seeds, 4 rows, squared
+error of paired over leverage): 1.36x to 1.67x on XGBoost games at M = 30, 60, 100 and
+0.89x to 1.75x (mean 1.24x) on MLP games at M = 12 to 16 at 10 M and 20 M coalitions; at
+2 M + 2 and 5 M the two were within noise (0.88x to 1.18x). With the third-order surrogate in
+the regression, the middle sizes that leverage sampling favours are where the surrogate's
+terms vary most."""
+
+
 def _check_int(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise ValueError(f"`{name}` must be an integer; got {value!r} ({type(value).__name__}).")
@@ -81,8 +91,12 @@ class KernelExplainer(Explainer):
         every row, ``max_j stderr_j / (max_j phi_j - min_j phi_j) < tolerance`` (Covert & Lee's
         convergence rule), or until ``max_coalitions`` per row are spent; it runs a Python loop
         over rounds and therefore needs concrete inputs (not inside ``jax.jit``).
-      sampler: ``"paired"`` (sizes in proportion to the kernel) or ``"leverage"`` (uniform over
-        sizes, the leverage scores of the constrained regression; Musco & Witter, 2025).
+      sampler: ``"paired"`` (sizes in proportion to the kernel), ``"leverage"`` (uniform over
+        sizes, the leverage scores of the constrained regression; Musco & Witter, 2025) or
+        ``"auto"`` (default): leverage when the third-order controls are on and the budget is at
+        least :data:`AUTO_LEVERAGE_UNITS` coalitions per feature (there it had 1.2x to 1.7x lower
+        squared error on average on MLP and XGBoost games), else paired. The attribute
+        ``sampler`` holds the choice.
       third_order: include every third-order Fourier (Walsh) interaction term in the regression
         as a ridge-penalised control variate (see :func:`jaxshap.estimators.kernel_solve`): the
         same evaluations and the same estimand (exact under full enumeration). Up to ``C(M, 3)``
@@ -114,7 +128,7 @@ class KernelExplainer(Explainer):
         background: Any,
         n_coalitions: int | str | None = None,
         *,
-        sampler: str = "paired",
+        sampler: str = "auto",
         third_order: bool | str = "auto",
         shared_coalitions: bool = True,
         tolerance: float = 0.01,
@@ -123,9 +137,8 @@ class KernelExplainer(Explainer):
         memory_budget: int = DEFAULT_MEMORY_BUDGET,
         link: str = "identity",
     ):
-        if sampler not in SAMPLERS:
-            raise ValueError(f"`sampler` must be one of {SAMPLERS}; got {sampler!r}.")
-        self.sampler = sampler
+        if sampler not in SAMPLERS + ("auto",):
+            raise ValueError(f"`sampler` must be one of {SAMPLERS + ('auto',)}; got {sampler!r}.")
         if isinstance(n_coalitions, str) and n_coalitions != "auto":
             raise ValueError(f"`n_coalitions` must be an integer, None or 'auto'; got {n_coalitions!r}.")
         if n_coalitions is not None and n_coalitions != "auto":
@@ -156,11 +169,14 @@ class KernelExplainer(Explainer):
             )
         self.max_coalitions = max_coalitions
         if third_order == "auto":
-            plan = kernel_plan(m, self.n_coalitions, sampler)
+            plan = kernel_plan(m, self.n_coalitions, "paired" if sampler == "auto" else sampler)
             sampled = plan.n_coalitions - len(plan.enum_weights)
             third_order = sampled >= AUTO_CONTROLS_UNITS * m
         elif not isinstance(third_order, bool):
             raise ValueError(f"`third_order` must be True, False or 'auto'; got {third_order!r}.")
+        if sampler == "auto":
+            sampler = "leverage" if third_order and m >= 3 and self.n_coalitions >= AUTO_LEVERAGE_UNITS * m else "paired"
+        self.sampler = sampler
         if not isinstance(shared_coalitions, bool):
             raise ValueError(f"`shared_coalitions` must be True or False; got {shared_coalitions!r}.")
         self.shared_coalitions = shared_coalitions
