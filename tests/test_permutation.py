@@ -207,7 +207,7 @@ rng = np.random.default_rng(11)
 background = rng.normal(size=(12, 6)).astype(np.float32)
 X = rng.normal(size=(8, 6)).astype(np.float32)
 for walks in (64, 256):
-    e = jaxshap.PermutationExplainer(lambda Z: apply(params, Z), background, n_permutations=walks)(X, key=5)
+    e = jaxshap.PermutationExplainer(lambda Z: apply(params, Z), background, n_permutations=walks, control_variates=True)(X, key=5)
     assert e.values.shape == (8, 6) and np.isfinite(np.asarray(e.stderr)).all()
 print("finished")
 """

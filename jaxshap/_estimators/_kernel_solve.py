@@ -24,13 +24,14 @@ of MacKinnon & White, 1985; Efron & Stein, 1981).
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.linalg import cho_factor, cho_solve
 
+from .._runtime._lapack_order import after
 from ._control_variates import odd_kernel, walsh_controls
 from ._precision import full_precision
 
@@ -104,6 +105,7 @@ def kernel_operator(
     form: str = "auto",
     ridge: float = 0.0,
     rows: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    deps: Any = (),
 ) -> KernelOperator:
     r"""Factorise the constrained, kernel-weighted regression of one set of coalitions.
 
@@ -129,6 +131,8 @@ def kernel_operator(
         budget is too small to identify the regression; see :data:`SMALL_RIDGE`).
       rows: static ``(first, second, unit)`` of the rows (:func:`jaxshap.coalitions.plan_rows`);
         by default every coalition is a row and a sampling unit of its own.
+      deps: arrays the factorisation waits for (:func:`jaxshap._runtime._lapack_order.after`):
+        the outputs of an earlier LAPACK call that is otherwise independent of this one.
     """
     m = masks.shape[-1]
     c = masks.shape[0]
@@ -165,7 +169,7 @@ def kernel_operator(
             pen = [jnp.full(col.shape[1], lam, dtype) for col, lam in zip(cols, lambdas)]
             h = h + jnp.diag(jnp.concatenate([jnp.zeros(m, dtype)] + pen))
         h = h.at[:m, :m].add(null + eye_ridge)
-        solve = cho_solve(cho_factor(h, lower=True), jnp.eye(h.shape[0], dtype=dtype))
+        solve = cho_solve(cho_factor(after(h, deps), lower=True), jnp.eye(h.shape[0], dtype=dtype))
         g = _centre(solve[:m] @ (x * wu[:, None]).T)  # [M, U]
         lev = wu * jnp.einsum("up,pq,uq->u", x, solve, x)
         return KernelOperator(*statics, g, x, solve, wu, None, _inflation(1.0 - lev), frac)
@@ -173,7 +177,7 @@ def kernel_operator(
     ws = jnp.sqrt(wu)
     kern = sum(odd_kernel(u, u, k) / lam for (k, _), lam in zip(controls, lambdas))
     bmat = jnp.eye(n_rows, dtype=dtype) + ws[:, None] * kern * ws[None, :]
-    binv = cho_solve(cho_factor(bmat, lower=True), jnp.eye(n_rows, dtype=dtype))
+    binv = cho_solve(cho_factor(after(bmat, deps), lower=True), jnp.eye(n_rows, dtype=dtype))
     zz = binv @ (ws[:, None] * design)  # B^{-1} W^{1/2} D
     dt_dt = (ws[:, None] * design).T @ zz  # D^T W^{1/2} B^{-1} W^{1/2} D
     inverse = cho_solve(cho_factor(dt_dt + null + eye_ridge, lower=True), jnp.eye(m, dtype=dtype))
@@ -227,7 +231,7 @@ def design_variance(plan, psi: jax.Array, unit: jax.Array) -> jax.Array:
     return jnp.tensordot(jnp.asarray(plan.group_factor, dtype), squares, axes=1)
 
 
-def _draw_spans(masks: jax.Array, weights: jax.Array, dtype) -> jax.Array:
+def _draw_spans(masks: jax.Array, weights: jax.Array, dtype, deps: Any = ()) -> jax.Array:
     """Whether one draw's coalitions identify the regression (its projected Gram matrix has
     rank ``M - 1``). A pooled plan samples sizes with replacement, so a draw of a budget that can
     identify the regression may still miss a direction (two features never apart)."""
@@ -236,12 +240,12 @@ def _draw_spans(masks: jax.Array, weights: jax.Array, dtype) -> jax.Array:
     d = z - z.mean(-1, keepdims=True)
     gram = (d * weights.astype(dtype)[:, None]).T @ d
     gram = gram + jnp.trace(gram) / m**2 * jnp.ones((m, m), dtype)  # fills the null direction 1
-    eig = jnp.linalg.eigvalsh(gram)
+    eig = jnp.linalg.eigvalsh(after(gram, deps))
     return eig[0] > 1e-5 * eig[-1]
 
 
 @full_precision
-def plan_operators(plan, masks: jax.Array, weights: jax.Array, controls=(), *, dtype=jnp.float32):
+def plan_operators(plan, masks: jax.Array, weights: jax.Array, controls=(), *, dtype=jnp.float32, deps: Any = ()):
     """The operators of one draw of ``plan``: ``(op, check, spans)`` for :func:`apply_plan`.
 
     ``check`` is the first-order operator, kept only for pooled (small-budget) plans with
@@ -250,19 +254,25 @@ def plan_operators(plan, masks: jax.Array, weights: jax.Array, controls=(), *, d
     ``None``) says whether this draw identifies the regression with a residual to spare; a draw
     that does not identify it is solved with the small ridge (finite, still efficient), and either
     is reported with an infinite ``stderr``.
+
+    The LAPACK calls (the eigensolver of ``spans``, then each operator's factorisations) run
+    one after the other, the first after ``deps``: on a CPU, batched LAPACK calls side by side
+    can deadlock XLA's thread pool (:mod:`jaxshap._runtime._lapack_order`).
     """
     ridge = 0.0 if plan.identified else SMALL_RIDGE
     spans = None
     if plan.pooled is not None and plan.identified:
-        spans = _draw_spans(masks, weights, dtype)
+        spans = _draw_spans(masks, weights, dtype, deps)
         ridge = jnp.where(spans, 0.0, SMALL_RIDGE).astype(dtype)
+        deps = spans
     rows = _rows(plan)
     if spans is not None and len(rows[0]) <= masks.shape[-1] - 1:
         spans = jnp.zeros((), bool)  # no more regression rows than unknowns: no residual for a stderr
-    op = kernel_operator(masks, weights, tuple(controls), dtype=dtype, ridge=ridge, rows=rows)
+    op = kernel_operator(masks, weights, tuple(controls), dtype=dtype, ridge=ridge, rows=rows, deps=deps)
     check = None
     if plan.pooled is not None and controls:
-        check = kernel_operator(masks, weights, (), dtype=dtype, ridge=ridge, rows=rows)
+        # op.phi comes out of op's last factorisation
+        check = kernel_operator(masks, weights, (), dtype=dtype, ridge=ridge, rows=rows, deps=op.phi)
     return op, check, spans
 
 
