@@ -230,6 +230,19 @@ def test_planner_does_not_count_a_shared_operator_per_row():
     assert with_controls._plan(40)[1] >= 64
 
 
+def test_planner_counts_the_kernel_form_for_independent_draws():
+    """Independent draws with the controls past as many third-order columns as coalitions solve
+    in kernel form (rows x rows); counting the C(M, 3) columns instead (3 (M + 4060)^2 floats,
+    about 200 MB at M = 30) made the planner explain one row per chunk."""
+    rng = np.random.default_rng(0)
+    m = 30
+    w = jnp.asarray(rng.normal(size=m), jnp.float32)
+    bg = rng.normal(size=(10, m)).astype(np.float32)
+    ex = jaxshap.KernelExplainer(lambda X: X @ w, bg, 2 * m + 2, third_order=True, shared_coalitions=False)
+    assert ex.third_order and ex._working_set_per_row() < 2**20
+    assert ex._plan(64)[0] >= 8
+
+
 # --- the persistent compilation cache ------------------------------------------------------------
 
 

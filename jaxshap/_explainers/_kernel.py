@@ -202,13 +202,19 @@ class KernelExplainer(Explainer):
         per-unit influence terms ``[C / 2, M, K]`` for the standard error. With independent
         draws each row also holds its masks, the design (with the ``C(M, 3)`` third-order columns
         when on), its weighted copy and the Gram matrix with its factor. (Counting the shared
-        operator per row made the planner chunk the model calls one coalition at a time.)
+        operator per row made the planner chunk the model calls one coalition at a time.) Past
+        as many third-order columns as coalitions the solve is in kernel form, whose matrices
+        are rows x rows.
         """
         c, m, k = self._coalitions_per_row(), self.n_features, self.model.n_outputs
         itemsize = np.dtype(self.masker.dtype).itemsize
         if self.shared_coalitions:
             return itemsize * k * (3 * c + c * m // 2)
         t = m * (m - 1) * (m - 2) // 6 if self.third_order else 0
+        if t and m + t > c:
+            # kernel form (jaxshap._estimators._kernel_solve.kernel_operator): matrices of
+            # regression rows x rows (at most C of them) instead of the C(M, 3) columns
+            return c * m + itemsize * (c * (4 * m + 3 * k) + 5 * c * c)
         return c * m + itemsize * (c * (4 * m + 3 * t + 3 * k) + 3 * (m + t) ** 2)
 
     def _estimate(self, key, value_fn):
