@@ -185,9 +185,12 @@ def test_explainer_control_variates_option(problem):
     assert np.mean(err <= 3 * np.asarray(a.stderr) + 1e-6) >= 0.85
     assert not np.allclose(np.asarray(a.values), np.asarray(b.values))  # the option is really used
     auto = lambda bg, f=model, walks=32: jaxshap.PermutationExplainer(f, bg, n_permutations=walks).control_variates
-    assert not auto(background)  # 12 background rows: a cheap game, the fit would cost more than it saves
-    many = np.repeat(background, 6, axis=0)  # 72 >= AUTO_MIN_EVALS rows
-    assert auto(many) and not auto(many, walks=6) and not auto(many, walks=2048)  # not a multiple of 4; too many points
+    many = np.repeat(background, 8, axis=0)  # 96 background rows
+    assert not auto(many)  # a 12-unit MLP: the fit would cost more time than it saves
+    wide_params, wide_apply = make_mlp(3, 6, hidden=2048)
+    wide = lambda Z: wide_apply(wide_params, Z)
+    assert auto(many, f=wide) and not auto(background[:2], f=wide)  # enough model work per coalition; too little
+    assert not auto(many, f=wide, walks=6) and not auto(many, f=wide, walks=2048)  # not a multiple of 4; too many points
     assert auto(background, f=lambda Z: np.asarray(model(np.asarray(Z))))  # a host model: evaluations dominate
     with pytest.raises(ValueError, match="multiple of 4"):
         jaxshap.PermutationExplainer(model, background, n_permutations=6, control_variates=True)

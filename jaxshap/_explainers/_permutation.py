@@ -18,9 +18,10 @@ from .._coalitions._hierarchy import consistent_ranks
 from ..maskers._partition import Partition
 
 
-AUTO_MIN_EVALS = 64
-"""Model evaluations per coalition from which ``control_variates="auto"`` fits the controls for
-a JAX model: below it (a small background) the fit costs more than the error it saves."""
+AUTO_MIN_BYTES = 2**16
+"""Model work per coalition (evaluations per coalition times the model's activation bytes per
+row) from which ``control_variates="auto"`` fits the controls for a JAX model: below it (a small
+model or background) the fit costs more time than doubling the walks, which saves as much error."""
 
 
 class PermutationExplainer(Explainer):
@@ -50,10 +51,11 @@ class PermutationExplainer(Explainer):
         MLP at M=20 (``python -m bench permutation``). The fit costs time of its own (about
         0.7 ms per row at 32 walks and M=20 on a 2-core CPU), which pays when the model's
         evaluations dominate: ``"auto"`` (default) turns it on for a host model (scikit-learn,
-        XGBoost, ...) or a masker that costs at least :data:`AUTO_MIN_EVALS` model evaluations
-        per coalition (the ``Independent`` masker's background rows; measured with 100 rows and
-        32 walks: 1.36x the time for 1.57x lower error), provided ``n_permutations`` is a
-        multiple of 4 of at least 8, ``M >= 3``, each half has at most
+        XGBoost, ...) or when one coalition's model work, its evaluations times the model's
+        activation bytes per row, is at least :data:`AUTO_MIN_BYTES` (measured at M=20, 100
+        background rows, 32 walks: with a 64-unit MLP the fit took 1.6x the time of the walks
+        alone, with 256 units or more it cost nothing measurable), provided ``n_permutations``
+        is a multiple of 4 of at least 8, ``M >= 3``, each half has at most
         :data:`~jaxshap._estimators._permutation_controls.MAX_FIT_POINTS` prefixes, and the
         masker is not a ``Partition`` (whose Owen values the surrogate does not preserve).
         ``True`` turns it on wherever it applies (for a cheap JAX model with a small
@@ -97,7 +99,8 @@ class PermutationExplainer(Explainer):
         if control_variates is True and why is not None:
             raise ValueError(f"`control_variates=True` cannot apply: {why}.")
         if control_variates == "auto":
-            pays = self.model.is_host or self.masker.evals_per_coalition >= AUTO_MIN_EVALS
+            work = self.masker.evals_per_coalition * self.model.bytes_per_row
+            pays = self.model.is_host or work >= AUTO_MIN_BYTES
             control_variates = pays and walks // 4 * (m - 1) <= MAX_FIT_POINTS
         self.control_variates = control_variates and why is None
 
