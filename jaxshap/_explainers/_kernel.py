@@ -12,7 +12,6 @@ from .._runtime._chunking import DEFAULT_MEMORY_BUDGET, map_chunks
 from .._runtime._explainer import Explainer
 from .._runtime._inputs import is_traced
 from .._estimators._kernel import kernel_shapley, third_order_ridge
-from .._runtime._links import link_function
 from .._estimators._kernel_solve import apply_plan, plan_operators
 from .._coalitions._kernel_sampling import SAMPLERS, kernel_plan, min_coalitions, sample_coalitions
 from .._coalitions._kernel_sampling import max_coalitions as all_coalitions
@@ -235,16 +234,14 @@ class KernelExplainer(Explainer):
         m = self.n_features
         if not self.shared_coalitions or m == 1:
             return super()._explain_keyed(X, key, index, rows_per_chunk, coalitions_per_chunk, n_valid)
-        masker = self.masker
         plan = kernel_plan(m, self.n_coalitions, self.sampler)
         masks, weights = sample_coalitions(key, plan)
-        dtype = jnp.dtype(masker.dtype)
+        dtype = jnp.dtype(self.masker.dtype)
         ops = plan_operators(plan, masks, weights, self.controls, dtype=dtype)
         every = jnp.concatenate([jnp.zeros((1, m), bool), jnp.ones((1, m), bool), masks], axis=0)
-        f, link = self.model.fn, link_function(self.link)
 
         def one_row(x):
-            v = link(map_chunks(lambda part: masker.coalition_values(f, x, part), every, coalitions_per_chunk))
+            v = self._value_fn(x, coalitions_per_chunk)(every)
             tail = v.shape[1:]
             flat = v.reshape(v.shape[0], -1)
             phi, stderr = apply_plan(ops, plan, flat[2:], flat[0], flat[1])

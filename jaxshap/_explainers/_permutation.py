@@ -10,7 +10,6 @@ import jax.numpy as jnp
 from .._runtime._chunking import DEFAULT_MEMORY_BUDGET, chunk_bytes, map_chunks
 from .._runtime._explainer import Explainer
 from .._runtime._inputs import check_walks
-from .._runtime._links import link_function
 from .._estimators._kernel import third_order_ridge
 from .._estimators._permutation import permutation_shapley, permutation_walks
 from .._estimators._permutation_controls import MAX_FIT_POINTS, adjust_walks, fit_bytes_per_row
@@ -126,14 +125,10 @@ class PermutationExplainer(Explainer):
         which cost per call, not per row, when batched)."""
         if not self.control_variates:
             return super()._explain_local(X, keys, rows_per_chunk, coalitions_per_chunk, n_valid)
-        f, masker, link = self.model.fn, self.masker, link_function(self.link)
         m, pairs = self.n_features, self.n_permutations // 2
 
         def walks(k, x):
-            def value_fn(masks):
-                return link(map_chunks(lambda part: masker.coalition_values(f, x, part), masks, coalitions_per_chunk))
-
-            return permutation_walks(k, value_fn, m, pairs)
+            return permutation_walks(k, self._value_fn(x, coalitions_per_chunk), m, pairs)
 
         ranks, walk_f, walk_c = map_chunks(lambda a: jax.vmap(walks)(*a), (keys, X), rows_per_chunk, n_valid)
         rho = third_order_ridge(m)

@@ -204,17 +204,17 @@ class Explainer(ShapAPI, RowExplainer):
 
         Chunks of rows that start at or past ``n_valid`` (a traced count, or ``None``) are skipped.
         """
-        f, masker = self.model.fn, self.masker
-
-        link = link_function(self.link)
 
         def one_row(k, x):
-            def value_fn(masks):
-                return link(map_chunks(lambda m: masker.coalition_values(f, x, m), masks, coalitions_per_chunk))
-
-            return self._estimate(k, value_fn)
+            return self._estimate(k, self._value_fn(x, coalitions_per_chunk))
 
         return map_chunks(lambda args: jax.vmap(one_row)(*args), (keys, X), rows_per_chunk, n_valid)
+
+    def _value_fn(self, x: jax.Array, coalitions_per_chunk: int) -> ValueFn:
+        """The game of row ``x``: coalitions ``[C, M]`` to linked values ``[C, K]``, the model
+        evaluated through the masker ``coalitions_per_chunk`` coalitions at a time."""
+        f, masker, link = self.model.fn, self.masker, link_function(self.link)
+        return lambda masks: link(map_chunks(lambda part: masker.coalition_values(f, x, part), masks, coalitions_per_chunk))
 
     def _align(self, X: Any) -> Any:
         return align_columns(X, self.masker.feature_names, "X")
