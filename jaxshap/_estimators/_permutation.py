@@ -52,9 +52,14 @@ def permutation_shapley(
         raise ValueError(f"`n_permutations` must be an even integer of at least 4; got {n_permutations}.")
     m, pairs = n_features, n_permutations // 2
     ranks, walk_f, walk_c = permutation_walks(key, value_fn, m, pairs, ranks_fn)
-    pair_means = walk_pair_means(ranks, walk_f, walk_c)
+    return summarise_pairs(walk_pair_means(ranks, walk_f, walk_c), walk_f)
+
+
+def summarise_pairs(pair_means: jax.Array, walk_f: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """``(phi, stderr, v_empty, v_full)`` from the pairs' mean contributions ``[P, M, ...]``: their
+    mean, its standard error (their spread over ``sqrt(P)``), and the walks' two ends."""
     phi = pair_means.mean(axis=0)
-    stderr = pair_means.std(axis=0, ddof=1) / jnp.sqrt(pairs)
+    stderr = pair_means.std(axis=0, ddof=1) / jnp.sqrt(pair_means.shape[0])
     return phi, stderr, walk_f[0, 0], walk_f[0, -1]
 
 

@@ -36,7 +36,7 @@ from jax.scipy.linalg import cho_factor, cho_solve
 
 from .._coalitions._masks import prefix_masks
 from ._control_variates import odd_kernel
-from ._permutation import permutation_walks, walk_pair_means
+from ._permutation import permutation_walks, summarise_pairs, walk_pair_means
 from ._precision import full_precision
 
 MAX_FIT_POINTS = 1024
@@ -144,13 +144,17 @@ def adjust_walks(
     g_walk = jnp.concatenate([zero, g, zero], axis=1)  # g vanishes at the empty and full coalition
     # g is odd: its value at a prefix's complement is minus its value at the prefix.
     means = walk_pair_means(ranks, wf - g_walk, wc + g_walk)
-    means = means.reshape((pairs, m) + tail)
-    phi = means.mean(axis=0)
-    stderr = means.std(axis=0, ddof=1) / jnp.sqrt(pairs)
-    return phi, stderr, walk_f[0, 0], walk_f[0, -1]
+    return summarise_pairs(means.reshape((pairs, m) + tail), walk_f)
+
+
+def fit_points(n_features: int, n_permutations: int) -> int:
+    """Prefixes in one half of the walks, ``n_permutations / 4 * (M - 1)``: the size of each
+    fold's kernel matrix (compared with :data:`MAX_FIT_POINTS`)."""
+    return n_permutations // 4 * (n_features - 1)
 
 
 def fit_bytes_per_row(n_features: int, n_permutations: int, n_outputs: int) -> int:
-    """Bytes the adjustment of one row holds at once (both folds' kernel matrices, in float64)."""
-    n = n_permutations // 4 * (n_features - 1)  # prefixes in one half
+    """Bytes the adjustment of one row holds at once (both folds' kernel matrices, counted at
+    8 bytes an entry)."""
+    n = fit_points(n_features, n_permutations)
     return 8 * 2 * (3 * n * n + n * (2 * n_features + 2 * n_outputs))

@@ -12,7 +12,7 @@ from .._runtime._explainer import Explainer
 from .._runtime._inputs import check_walks
 from .._estimators._kernel import third_order_ridge
 from .._estimators._permutation import permutation_shapley, permutation_walks
-from .._estimators._permutation_controls import MAX_FIT_POINTS, adjust_walks, fit_bytes_per_row
+from .._estimators._permutation_controls import MAX_FIT_POINTS, adjust_walks, check_control_walks, fit_bytes_per_row, fit_points
 from .._coalitions._hierarchy import consistent_ranks
 from ..maskers._partition import Partition
 
@@ -93,14 +93,17 @@ class PermutationExplainer(Explainer):
             why = "a Partition masker asks for Owen values, which the third-order surrogate does not preserve"
         elif m < 3:
             why = f"there are no third-order terms with {m} features"
-        elif walks < 8 or walks % 4:
-            why = f"the controls need n_permutations to be a multiple of 4 of at least 8 (got {walks})"
+        else:
+            try:
+                check_control_walks(walks)
+            except ValueError as err:
+                why = str(err).rstrip(".")
         if control_variates is True and why is not None:
             raise ValueError(f"`control_variates=True` cannot apply: {why}.")
         if control_variates == "auto":
             work = self.masker.evals_per_coalition * self.model.bytes_per_row
             pays = self.model.is_host or work >= AUTO_MIN_BYTES
-            control_variates = pays and walks // 4 * (m - 1) <= MAX_FIT_POINTS
+            control_variates = pays and fit_points(m, walks) <= MAX_FIT_POINTS
         self.control_variates = control_variates and why is None
 
     def _coalitions_per_row(self) -> int:
