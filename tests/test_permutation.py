@@ -108,27 +108,31 @@ def test_sample_permutations_are_uniform(m):
 # --- third-order control variates (regression-adjusted, cross-fitted) ---------------------------
 
 
-def _walsh_game(m, seed):
-    """A game of Walsh terms of orders 1 to 4 (with an even part) and its exact Shapley values."""
+def _signs(m):
+    """``u = 2 z - 1`` of every coalition, ``[2**M, M]``, coalition ``i`` having the bits of ``i``."""
+    return 2.0 * ((np.arange(2**m)[:, None] >> np.arange(m)) & 1) - 1.0
+
+
+def _tabulated(table, m):
+    """A game given by its value on every coalition (indexed as in :func:`_signs`), and its exact
+    Shapley values from the oracle."""
     from oracle import shapley_from_game, tabulated_game
 
+    powers = jax.numpy.asarray(1 << np.arange(m), jax.numpy.int32)
+    game = lambda ms: jax.numpy.asarray(table, jax.numpy.float32)[ms.astype(jax.numpy.int32) @ powers]
+    return game, shapley_from_game(tabulated_game(table), m)
+
+
+def _walsh_game(m, seed):
+    """A game of Walsh terms of orders 1 to 4 (with an even part) and its exact Shapley values."""
     rng = np.random.default_rng(seed)
-    codes = np.arange(2**m)
-    masks = (codes[:, None] >> np.arange(m)) & 1
-    u = 2.0 * masks - 1.0
+    u = _signs(m)
     table = u @ rng.normal(size=m)
     for order, scale in ((2, 0.5), (3, 0.4), (4, 0.1)):
         for _ in range(3 * m):
             t = rng.choice(m, order, replace=False)
             table = table + scale * rng.normal() * np.prod(u[:, t], axis=1)
-    phi = shapley_from_game(tabulated_game(table), m)
-    weights = jnp_powers(m)
-    game = lambda ms: jax.numpy.asarray(table, jax.numpy.float32)[ms.astype(jax.numpy.int32) @ weights]
-    return game, phi
-
-
-def jnp_powers(m):
-    return jax.numpy.asarray(1 << np.arange(m), jax.numpy.int32)
+    return _tabulated(table, m)
 
 
 def test_controls_reduce_error_keep_efficiency_and_stay_unbiased():
@@ -160,15 +164,11 @@ def test_controls_are_exact_on_games_of_orders_one_and_two():
     """Antithetic walks are already exact there; the adjusted estimator must stay exact."""
     from jaxshap._estimators._permutation_controls import adjusted_permutation_shapley
 
-    from oracle import shapley_from_game, tabulated_game
-
     m = 6
     rng = np.random.default_rng(1)
-    codes = np.arange(2**m)
-    u = 2.0 * ((codes[:, None] >> np.arange(m)) & 1) - 1.0
+    u = _signs(m)
     table = u @ rng.normal(size=m) + sum(rng.normal() * u[:, i] * u[:, j] for i in range(m) for j in range(i))
-    phi = shapley_from_game(tabulated_game(table), m)
-    game = lambda ms: jax.numpy.asarray(table, jax.numpy.float32)[ms.astype(jax.numpy.int32) @ jnp_powers(m)]
+    game, phi = _tabulated(table, m)
     est, stderr, _, _ = adjusted_permutation_shapley(jax.random.key(2), game, m, 8, 0.05)
     np.testing.assert_allclose(np.asarray(est), phi, atol=1e-4)
     assert float(np.abs(np.asarray(stderr)).max()) < 1e-4
