@@ -298,3 +298,13 @@ def test_linear_explainer_runs_on_the_shared_runtime(data, monkeypatch):
         np.testing.assert_allclose(streamed, one, rtol=1e-6, atol=1e-6)
         np.testing.assert_allclose(jax.jit(lambda e, X: e(X).values)(ex, X), one, rtol=1e-6, atol=1e-6)
         monkeypatch.undo()
+
+
+def test_seed_keys_are_jax_keys():
+    """An int seed (and the default None) gives exactly jax.random.key(seed), built without compiling."""
+    from jaxshap._runtime._inputs import as_key
+
+    for seed in (0, 1, 7, 2**31 - 1, 2**31, 2**40 + 3):
+        want = np.asarray(jax.random.key_data(jax.random.key(seed)))
+        np.testing.assert_array_equal(np.asarray(jax.random.key_data(as_key(seed))), want)
+    np.testing.assert_array_equal(np.asarray(jax.random.key_data(as_key(None))), [0, 0])

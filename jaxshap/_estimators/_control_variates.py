@@ -39,6 +39,11 @@ import numpy as np
 from ._precision import full_precision
 
 
+def _namespace(x):
+    """``numpy`` for host arrays (the host plan, :mod:`._host_plan`), else ``jax.numpy``."""
+    return np if isinstance(x, np.ndarray) else jnp
+
+
 @full_precision
 def walsh_controls(masks, order: int, dtype):
     r"""The residualised Walsh terms :math:`r_T` of one odd ``order``, ``[C, C(M, order)]`` (explicit).
@@ -49,7 +54,7 @@ def walsh_controls(masks, order: int, dtype):
     sets = np.array(list(itertools.combinations(range(m), order)), dtype=np.int32).reshape(-1, order)
     u = 2.0 * masks.astype(dtype) - 1.0
     cols = u[:, sets]  # [C, T, k]
-    return jnp.prod(cols, axis=-1) - cols.sum(-1) / order
+    return _namespace(u).prod(cols, axis=-1) - cols.sum(-1) / order
 
 
 def _esym(t, n: int, k: int):
@@ -57,11 +62,12 @@ def _esym(t, n: int, k: int):
 
     Newton's identities with the power sums of signs: :math:`p_i = t` for odd ``i`` and ``n`` for even ``i``.
     """
-    e = [jnp.ones_like(t)]
+    xp = _namespace(t)
+    e = [xp.ones_like(t)]
     for j in range(1, k + 1):
-        acc = jnp.zeros_like(t)
+        acc = xp.zeros_like(t)
         for i in range(1, j + 1):
-            p = t if i % 2 else jnp.full_like(t, float(n))
+            p = t if i % 2 else xp.full_like(t, float(n))
             acc = acc + (-1) ** (i - 1) * e[j - i] * p
         e.append(acc / j)
     return e[k]
