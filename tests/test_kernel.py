@@ -639,6 +639,10 @@ def test_host_plan_is_a_pure_function_of_the_key():
         np.testing.assert_array_equal(np.asarray(eager[i]), want)
     assert not np.array_equal(np.asarray(eager[0]), np.asarray(eager[1]))
     assert len(_host_plan._cache) <= _host_plan.CACHE_SIZE
+    # a prefetched plan (computed in the background while the program compiles) is the same plan
+    key = jax.random.key(99)
+    _host_plan.prefetch(key, plan)
+    np.testing.assert_array_equal(np.asarray(jitted(key)), host_coalitions(np.asarray(jax.random.key_data(key)), plan)[0])
 
 
 @pytest.mark.parametrize(

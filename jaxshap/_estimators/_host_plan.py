@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import jax
@@ -33,8 +34,40 @@ from ._kernel_solve import operator_shapes, plan_operators
 CACHE_SIZE = 4
 """Plans kept on the host, most recently used first (each holds one call's coalitions and operators)."""
 
-_cache: OrderedDict = OrderedDict()
+_cache: OrderedDict = OrderedDict()  # cache key -> leaves, or the Future of a prefetch
 _lock = threading.Lock()
+_worker: ThreadPoolExecutor | None = None
+
+
+def _compute(bits: np.ndarray, plan, controls: tuple, dtype: np.dtype) -> list[np.ndarray]:
+    masks, weights = host_coalitions(bits, plan)
+    ops = plan_operators(plan, masks, weights, controls, dtype=np.float64, xp=np)
+    leaves = [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves((masks, ops))]
+    return [leaf.astype(dtype) if leaf.dtype.kind == "f" else leaf for leaf in leaves]
+
+
+def _entry(key_bits, plan, controls: tuple, dtype, start: bool):
+    """The cache entry of one plan (leaves or a Future), created (computed now, or started in
+    the background with ``start``) when missing."""
+    bits = np.asarray(key_bits, np.uint32)
+    dtype = np.dtype(dtype)
+    cache_key = (bits.tobytes(), bits.shape, plan, controls, dtype.str)
+    global _worker
+    with _lock:
+        if cache_key in _cache:
+            _cache.move_to_end(cache_key)
+            return _cache[cache_key]
+        if start:
+            if _worker is None:
+                _worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jaxshap-plan")
+            entry = _worker.submit(_compute, bits, plan, controls, dtype)
+    if not start:
+        entry = _compute(bits, plan, controls, dtype)
+    with _lock:
+        _cache[cache_key] = entry
+        while len(_cache) > CACHE_SIZE:
+            _cache.popitem(last=False)
+    return entry
 
 
 def host_plan(key_bits: np.ndarray, plan, controls: tuple, dtype) -> list[np.ndarray]:
@@ -42,22 +75,16 @@ def host_plan(key_bits: np.ndarray, plan, controls: tuple, dtype) -> list[np.nda
 
     Everything is computed in float64 and rounded to ``dtype`` (the model's floating dtype) at the end.
     """
-    bits = np.asarray(key_bits, np.uint32)
-    dtype = np.dtype(dtype)
-    cache_key = (bits.tobytes(), bits.shape, plan, controls, dtype.str)
-    with _lock:
-        if cache_key in _cache:
-            _cache.move_to_end(cache_key)
-            return _cache[cache_key]
-    masks, weights = host_coalitions(bits, plan)
-    ops = plan_operators(plan, masks, weights, controls, dtype=np.float64, xp=np)
-    leaves = [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves((masks, ops))]
-    leaves = [leaf.astype(dtype) if leaf.dtype.kind == "f" else leaf for leaf in leaves]
-    with _lock:
-        _cache[cache_key] = leaves
-        while len(_cache) > CACHE_SIZE:
-            _cache.popitem(last=False)
-    return leaves
+    entry = _entry(key_bits, plan, controls, dtype, start=False)
+    return entry.result() if isinstance(entry, Future) else entry
+
+
+def prefetch(key: jax.Array, plan, controls: tuple = (), *, dtype=jnp.float32) -> None:
+    """Start the host plan of a concrete ``key`` in a background thread, so that it overlaps the
+    tracing and compilation of the program that will ask for it (NumPy's LAPACK and XLA's
+    compiler both release the GIL). The caller passes a concrete key."""
+    bits = jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key
+    _entry(np.asarray(bits), plan, tuple(controls), jnp.dtype(dtype), start=True)
 
 
 @static_cache(64)

@@ -12,7 +12,7 @@ from .._runtime._chunking import DEFAULT_MEMORY_BUDGET, map_chunks
 from .._runtime._explainer import Explainer
 from .._runtime._inputs import is_traced
 from .._estimators._kernel import kernel_shapley, third_order_ridge
-from .._estimators._host_plan import shared_plan
+from .._estimators._host_plan import prefetch, shared_plan
 from .._estimators._kernel_solve import apply_plan
 from .._coalitions._kernel_sampling import SAMPLERS, kernel_plan, min_coalitions
 from .._coalitions._kernel_sampling import max_coalitions as all_coalitions
@@ -257,6 +257,13 @@ class KernelExplainer(Explainer):
 
         return map_chunks(jax.vmap(one_row), X, rows_per_chunk, n_valid)
 
+    def _prefetch(self, key) -> None:
+        """Draw and factorise the shared plan of a concrete ``key`` on the host while the
+        program that uses it is traced and compiled (:func:`jaxshap._estimators._host_plan.prefetch`)."""
+        if self.shared_coalitions and self.n_features > 1 and not is_traced(key):
+            plan = kernel_plan(self.n_features, self.n_coalitions, self.sampler)
+            prefetch(key, plan, self.controls, dtype=jnp.dtype(self.masker.dtype))
+
     def _run(self, X, key, offset, devices, bar, blocked):
         """Explain validated rows (see :meth:`jaxshap.Explainer._run`), in rounds when ``"auto"``.
 
@@ -265,6 +272,7 @@ class KernelExplainer(Explainer):
         Overriding ``_run`` (not ``__call__``) gives the rounds to ``explain_batches`` too.
         """
         if not self.auto or self.n_coalitions >= all_coalitions(self.n_features):
+            self._prefetch(key)
             return super()._run(X, key, offset, devices, bar, blocked)
         if is_traced(X) or is_traced(key):
             raise ValueError(
@@ -274,7 +282,9 @@ class KernelExplainer(Explainer):
         rounds = []
         max_rounds = max(1, self.max_coalitions // self.n_coalitions)
         while True:
-            rounds.append(super()._run(X, jax.random.fold_in(key, len(rounds)), offset, devices, None, blocked))
+            round_key = jax.random.fold_in(key, len(rounds))
+            self._prefetch(round_key)
+            rounds.append(super()._run(X, round_key, offset, devices, None, blocked))
             r = len(rounds)
             phi = sum(out[0] for out in rounds) / r  # [n, M, K]
             stderr = jnp.sqrt(sum(out[2] ** 2 for out in rounds)) / r
