@@ -83,8 +83,10 @@ def prefetch(key: jax.Array, plan, controls: tuple = (), *, dtype=jnp.float32) -
     """Start the host plan of a concrete ``key`` in a background thread, so that it overlaps the
     tracing and compilation of the program that will ask for it (NumPy's LAPACK and XLA's
     compiler both release the GIL). The caller passes a concrete key."""
-    bits = jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key
-    _entry(np.asarray(bits), plan, tuple(controls), jnp.dtype(dtype), start=True)
+    with jax.ensure_compile_time_eval():  # a concrete key closed over inside jax.jit stays concrete
+        bits = jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key
+        bits = np.asarray(bits)
+    _entry(bits, plan, tuple(controls), jnp.dtype(dtype), start=True)
 
 
 @static_cache(64)
