@@ -212,7 +212,7 @@ def kernel_operator(
         h = h + xp.pad(null + eye_ridge, ((0, extra), (0, extra)))  # on the first-order block
         solve = _spd_inverse(h, deps, xp)
         g = _centre(solve[:m] @ (x * wu[:, None]).T)  # [M, U]
-        lev = wu * xp.einsum("up,pq,uq->u", x, solve, x)
+        lev = wu * ((x @ solve) * x).sum(-1)
         return KernelOperator(*statics, g, x, solve, wu, None, _inflation(1.0 - lev, xp), frac)
     u = 2.0 * zu - 1.0
     ws = xp.sqrt(wu)
