@@ -639,10 +639,14 @@ def test_host_plan_is_a_pure_function_of_the_key():
         np.testing.assert_array_equal(np.asarray(eager[i]), want)
     assert not np.array_equal(np.asarray(eager[0]), np.asarray(eager[1]))
     assert len(_host_plan._cache) <= _host_plan.CACHE_SIZE
-    # a prefetched plan (computed in the background while the program compiles) is the same plan
+    # a concrete key's plan handed to the program as arguments is the plan the callback fetches
     key = jax.random.key(99)
-    _host_plan.prefetch(key, plan)
-    np.testing.assert_array_equal(np.asarray(jitted(key)), host_coalitions(np.asarray(jax.random.key_data(key)), plan)[0])
+    leaves = _host_plan.plan_leaves(key, plan)
+    given = jax.jit(lambda k, leaves: _host_plan.shared_plan(k, plan, leaves=leaves))(key, leaves)
+    fetched = jax.jit(lambda k: _host_plan.shared_plan(k, plan))(key)
+    for a, b in zip(jax.tree_util.tree_leaves(given), jax.tree_util.tree_leaves(fetched)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    np.testing.assert_array_equal(np.asarray(given[0]), host_coalitions(np.asarray(jax.random.key_data(key)), plan)[0])
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from .._runtime._chunking import DEFAULT_MEMORY_BUDGET, map_chunks
 from .._runtime._explainer import Explainer
 from .._runtime._inputs import is_traced
 from .._estimators._kernel import kernel_shapley, third_order_ridge
-from .._estimators._host_plan import prefetch, shared_plan
+from .._estimators._host_plan import plan_leaves, shared_plan
 from .._estimators._kernel_solve import apply_plan
 from .._coalitions._kernel_sampling import SAMPLERS, kernel_plan, min_coalitions
 from .._coalitions._kernel_sampling import max_coalitions as all_coalitions
@@ -74,11 +74,12 @@ class KernelExplainer(Explainer):
     own design).
 
     The shared draw and its factorisation are made on the host, with NumPy in float64, and handed
-    to the compiled program (:mod:`jaxshap._estimators._host_plan`): compiling them would cost
-    about a second per fresh process, more than a one-off job's model evaluations. They are a
-    pure function of the key (eager, ``jax.jit`` and ``jax.vmap`` over keys agree), the last few
-    are kept, so repeated calls with one key skip them, and gradients flow through the values as
-    before. The random stream is NumPy's, seeded from the key's bits: the same distribution as
+    to the compiled program as arguments (through a callback inside a user's ``jax.jit``;
+    :mod:`jaxshap._estimators._host_plan`): compiling them would cost about a second per fresh
+    process, more than a one-off job's model evaluations. They are a pure function of the key
+    (eager, ``jax.jit`` and ``jax.vmap`` over keys agree), the last few are kept, so repeated
+    calls with one key skip them, and gradients flow through the values as before. The random
+    stream is NumPy's, seeded from the key's bits: the same distribution as
     :func:`jaxshap.coalitions.sample_kernel_coalitions` (used for independent draws), not the
     same coalitions.
 
@@ -237,15 +238,17 @@ class KernelExplainer(Explainer):
 
         The coalitions depend only on the call's key, so every row (in every block, chunk and
         device) sees the same ones; the draw and the factorisation are made on the host
-        (:func:`jaxshap._estimators._host_plan.shared_plan`, cached per key); each row then
-        costs its model evaluations and two matrix products. ``shared_coalitions=False`` draws each
+        (:meth:`_call_core` attaches them for a concrete key, else
+        :func:`jaxshap._estimators._host_plan.shared_plan` fetches them); each row then costs
+        its model evaluations and two matrix products. ``shared_coalitions=False`` draws each
         row's own coalitions from ``fold_in(key, row)`` instead (the base class's path).
         """
         m = self.n_features
         if not self.shared_coalitions or m == 1:
             return super()._explain_keyed(X, key, index, rows_per_chunk, coalitions_per_chunk, n_valid)
         plan = kernel_plan(m, self.n_coalitions, self.sampler)
-        masks, ops = shared_plan(key, plan, self.controls, dtype=jnp.dtype(self.masker.dtype))
+        leaves = getattr(self, "_shared_plan", None)
+        masks, ops = shared_plan(key, plan, self.controls, dtype=jnp.dtype(self.masker.dtype), leaves=leaves)
         every = jnp.concatenate([jnp.zeros((1, m), bool), jnp.ones((1, m), bool), masks], axis=0)
 
         def one_row(x):
@@ -257,12 +260,15 @@ class KernelExplainer(Explainer):
 
         return map_chunks(jax.vmap(one_row), X, rows_per_chunk, n_valid)
 
-    def _prefetch(self, key) -> None:
-        """Draw and factorise the shared plan of a concrete ``key`` on the host while the
-        program that uses it is traced and compiled (:func:`jaxshap._estimators._host_plan.prefetch`)."""
-        if self.shared_coalitions and self.n_features > 1 and not is_traced(key):
+    def _call_core(self, X, key):
+        """The program's explainer, carrying the shared plan of a concrete ``key`` (drawn and
+        factorised on the host) as arrays; inside a user's ``jax.jit`` the program fetches the
+        plan itself (:func:`jaxshap._estimators._host_plan.shared_plan`)."""
+        core = self._core()
+        if self.shared_coalitions and self.n_features > 1 and not is_traced(key) and not is_traced(X):
             plan = kernel_plan(self.n_features, self.n_coalitions, self.sampler)
-            prefetch(key, plan, self.controls, dtype=jnp.dtype(self.masker.dtype))
+            core._shared_plan = plan_leaves(key, plan, self.controls, dtype=jnp.dtype(self.masker.dtype))
+        return core
 
     def _run(self, X, key, offset, devices, bar, blocked):
         """Explain validated rows (see :meth:`jaxshap.Explainer._run`), in rounds when ``"auto"``.
@@ -272,7 +278,6 @@ class KernelExplainer(Explainer):
         Overriding ``_run`` (not ``__call__``) gives the rounds to ``explain_batches`` too.
         """
         if not self.auto or self.n_coalitions >= all_coalitions(self.n_features):
-            self._prefetch(key)
             return super()._run(X, key, offset, devices, bar, blocked)
         if is_traced(X) or is_traced(key):
             raise ValueError(
@@ -282,9 +287,7 @@ class KernelExplainer(Explainer):
         rounds = []
         max_rounds = max(1, self.max_coalitions // self.n_coalitions)
         while True:
-            round_key = jax.random.fold_in(key, len(rounds))
-            self._prefetch(round_key)
-            rounds.append(super()._run(X, round_key, offset, devices, None, blocked))
+            rounds.append(super()._run(X, jax.random.fold_in(key, len(rounds)), offset, devices, None, blocked))
             r = len(rounds)
             phi = sum(out[0] for out in rounds) / r  # [n, M, K]
             stderr = jnp.sqrt(sum(out[2] ** 2 for out in rounds)) / r
