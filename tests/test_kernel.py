@@ -13,7 +13,8 @@ import pytest
 
 import jaxshap
 from jaxshap.coalitions import kernel_plan, kernel_weight, min_kernel_coalitions, sample_kernel_coalitions
-from jaxshap.estimators import kernel_shapley
+from jaxshap.estimators import kernel_shapley, kernel_solve
+from jaxshap._coalitions._host_sampling import host_coalitions
 from oracle import shapley_from_game
 
 
@@ -56,11 +57,34 @@ def f64(params):
 
 
 # --- the sampling plan ------------------------------------------------------------------------------
+SAMPLING = ["compiled", "host"]
+"""The two samplers of a plan's distribution: in the program (``sample_kernel_coalitions``, used
+per row) and with NumPy (``host_coalitions``, the explainer's shared draw)."""
+
+
+def _draws(where, plan):
+    """``keys [n] -> (masks [n, C, M], weights [n, C])`` (float64), by the compiled or the host sampler."""
+    if where == "compiled":
+        draw = jax.jit(jax.vmap(lambda k: sample_kernel_coalitions(k, plan)))
+        return lambda keys: tuple(np.asarray(a) for a in draw(keys))
+
+    def host(keys):
+        out = [host_coalitions(bits, plan) for bits in np.asarray(jax.random.key_data(keys))]
+        return np.stack([o[0] for o in out]), np.stack([o[1] for o in out])
+
+    return host
+
+
+def _draw(where, plan, key):
+    masks, weights = _draws(where, plan)(key[None])
+    return masks[0], np.asarray(weights[0], np.float64)
+
+
+@pytest.mark.parametrize("where", SAMPLING)
 @pytest.mark.parametrize("m,n,sampler", [(9, 61, "paired"), (10, 301, "leverage"), (6, 30, "leverage")])
-def test_plan_weights_distinct_and_paired(m, n, sampler):
+def test_plan_weights_distinct_and_paired(m, n, sampler, where):
     plan = kernel_plan(m, n, sampler)
-    masks, weights = jax.jit(lambda k: sample_kernel_coalitions(k, plan))(jax.random.key(3))
-    masks, weights = np.asarray(masks), np.asarray(weights, np.float64)
+    masks, weights = _draw(where, plan, jax.random.key(3))
     assert masks.shape == (n, m) and weights.shape == (n,)  # the budget is honoured exactly
     assert len({tuple(r) for r in masks}) == n  # without replacement
     sizes = masks.sum(1)
@@ -83,9 +107,10 @@ def test_plan_enumerates_small_layers_first():
     assert full.exact and len({tuple(r) for r in full.enum_masks}) == 62
 
 
-def test_sampling_is_keyed_and_jittable():
+@pytest.mark.parametrize("where", SAMPLING)
+def test_sampling_is_keyed_and_jittable(where):
     plan = kernel_plan(9, 61, "paired")
-    draw = jax.jit(lambda k: sample_kernel_coalitions(k, plan)[0])
+    draw = lambda k: _draw(where, plan, k)[0]
     a, b, c = draw(jax.random.key(0)), draw(jax.random.key(0)), draw(jax.random.key(1))
     assert np.array_equal(a, b) and not np.array_equal(b, c)
 
@@ -102,8 +127,9 @@ def _bound(dof):
     return dof + 5 * np.sqrt(2 * dof)  # about 5 standard deviations above the mean
 
 
+@pytest.mark.parametrize("where", SAMPLING)
 @pytest.mark.parametrize("max_ranked", [None, 12])
-def test_strata_are_uniform_without_replacement(monkeypatch, max_ranked):
+def test_strata_are_uniform_without_replacement(monkeypatch, max_ranked, where):
     """Every stratum draws uniformly: all k-subsets equally often, in uniform order, and (middle
     stratum, 2 draws of 10) every ordered pair of distinct subsets equally often."""
     import jaxshap._coalitions._kernel_sampling as ks
@@ -115,7 +141,7 @@ def test_strata_are_uniform_without_replacement(monkeypatch, max_ranked):
     (s2, mid) = plan.strata
     assert (s2.size, s2.n_draws, s2.n_pairs, mid.size, mid.n_draws, mid.n_pairs) == (2, 5, 4, 3, 2, 2)
     keys = jax.random.split(jax.random.key(5), n_keys)
-    masks = np.asarray(jax.jit(jax.vmap(lambda k: sample_kernel_coalitions(k, plan)[0]))(keys))
+    masks = _draws(where, plan)(keys)[0]
     codes = masks.astype(np.int64) @ (1 << np.arange(m))  # [keys, C] subsets as bit patterns
     e = len(plan.enum_masks)
     draws2, comps2 = codes[:, e : e + 5], codes[:, e + 5 : e + 9]
@@ -138,12 +164,12 @@ def test_strata_are_uniform_without_replacement(monkeypatch, max_ranked):
     assert stat < _bound(dof), (stat, dof)
 
 
-def test_large_strata_fall_back_to_independent_uniform_draws():
+@pytest.mark.parametrize("where", SAMPLING)
+def test_large_strata_fall_back_to_independent_uniform_draws(where):
     m = 36  # the middle layers hold more than MAX_RANKED sets
     plan = kernel_plan(m, 200, "leverage")
     assert any(st.population > 2**30 for st in plan.strata) and any(st.population <= 2**30 for st in plan.strata)
-    masks, weights = jax.jit(lambda k: sample_kernel_coalitions(k, plan))(jax.random.key(2))
-    masks, weights = np.asarray(masks), np.asarray(weights, np.float64)
+    masks, weights = _draw(where, plan, jax.random.key(2))
     assert masks.shape == (200, m) and len({tuple(r) for r in masks}) == 200
     sizes = masks.sum(1)
     for s in range(1, m):
@@ -437,37 +463,54 @@ def test_kernel_form_equals_explicit_columns():
 
 
 def test_shared_coalitions_are_one_draw_per_call():
-    """Every row uses the coalitions of the call's key (the per-row kernel with that key), and
-    shared_coalitions=False gives row i the key fold_in(key, i)."""
+    """Every row uses the coalitions drawn on the host from the call's key (the per-row solve
+    of those coalitions), and shared_coalitions=False gives row i the key fold_in(key, i)."""
     m = 7
     params, bg, X = make_problem(m, n_rows=3, seed=8)
     model = partial(jax_mlp, params)
     key = jax.random.key(5)
     bgj = jnp.asarray(bg, jnp.float32)
-
-    def row(k, x):
-        vf = lambda masks: model(jnp.where(masks[:, None, :], x, bgj)).mean(1)
-        return kernel_shapley(k, vf, m, 40, third_order=True)[:2]
-
-    per_row = jax.jit(jax.vmap(row))
     Xj = jnp.asarray(X, jnp.float32)
-    for shared in (True, False):
-        expl = jaxshap.KernelExplainer(model, bg, 40, shared_coalitions=shared, third_order=True)(X, key=key)
-        keys = jnp.stack([key] * len(X)) if shared else jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(len(X)))
-        phi, se = per_row(keys, Xj)
-        np.testing.assert_allclose(np.asarray(expl.values), np.asarray(phi), atol=1e-5)
-        np.testing.assert_allclose(np.asarray(expl.stderr), np.asarray(se), atol=1e-5)
+    ends = jnp.stack([jnp.zeros(m, bool), jnp.ones(m, bool)])
+
+    def game(x, masks):
+        return model(jnp.where(masks[:, None, :], x, bgj)).mean(1)
+
+    # shared: one host draw for the call, every row solved with it
+    plan = kernel_plan(m, 40, "paired")
+    masks, weights = host_coalitions(np.asarray(jax.random.key_data(key)), plan)
+    masks = jnp.asarray(masks)
+
+    def shared_row(x):
+        v = game(x, jnp.concatenate([ends, masks]))[:, None]
+        return kernel_solve(plan, masks, jnp.asarray(weights, jnp.float32), v[2:], v[0], v[1], third_order=True)
+
+    expl = jaxshap.KernelExplainer(model, bg, 40, shared_coalitions=True, third_order=True)(X, key=key)
+    phi, se = jax.jit(jax.vmap(shared_row))(Xj)
+    np.testing.assert_allclose(np.asarray(expl.values), np.asarray(phi)[..., 0], atol=1e-5)
+    np.testing.assert_allclose(np.asarray(expl.stderr), np.asarray(se)[..., 0], atol=1e-5)
+
+    # independent: row i draws its own coalitions in the program from fold_in(key, i)
+    def row(k, x):
+        return kernel_shapley(k, partial(game, x), m, 40, third_order=True)[:2]
+
+    expl = jaxshap.KernelExplainer(model, bg, 40, shared_coalitions=False, third_order=True)(X, key=key)
+    keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(len(X)))
+    phi, se = jax.jit(jax.vmap(row))(keys, Xj)
+    np.testing.assert_allclose(np.asarray(expl.values), np.asarray(phi), atol=1e-5)
+    np.testing.assert_allclose(np.asarray(expl.stderr), np.asarray(se), atol=1e-5)
 
 
-def test_pooled_small_budget_weights_are_unbiased():
+@pytest.mark.parametrize("where", SAMPLING)
+def test_pooled_small_budget_weights_are_unbiased(where):
     """Pooled layers (with replacement, importance weights): over many keys each size's weights
     add up, on average, to that size's kernel mass; the plan honours the budget exactly."""
     m, n = 12, 2 * 12 + 7  # size-1 layer enumerated, 3 pairs and one single pooled
     plan = kernel_plan(m, n, "paired")
     assert plan.pooled is not None and plan.pooled.n_pairs == 3 and plan.pooled.extra == 1 and plan.identified
     keys = jax.random.split(jax.random.key(0), 20000)
-    masks, weights = jax.jit(jax.vmap(lambda k: sample_kernel_coalitions(k, plan)))(keys)
-    masks, weights = np.asarray(masks), np.asarray(weights, np.float64)
+    masks, weights = _draws(where, plan)(keys)
+    weights = np.asarray(weights, np.float64)
     assert masks.shape == (20000, n, m)
     sizes = masks.sum(-1)
     for s in range(1, m):
@@ -547,3 +590,81 @@ def test_pooled_draws_that_miss_a_direction_are_flagged_not_nan(budget):
         else:
             assert np.isinf(stderr).all()
     assert spanned == 0 if budget == 2 * m - 2 else spanned >= 1
+
+
+@pytest.mark.parametrize(
+    "m,n,sampler,third",
+    [(8, 60, "paired", True), (12, 400, "leverage", True), (20, 300, "leverage", True), (12, 31, "paired", True),
+     (12, 9, "paired", False), (9, 200, "paired", False)],
+)
+def test_host_operators_match_the_compiled_ones(m, n, sampler, third):
+    """The host plan's operators (NumPy, float64) give the estimates and standard errors of the
+    compiled ones (float32) on the same coalitions: explicit and kernel-form controls, pooled
+    small budgets (with the first-order check and the span test), an unidentified budget."""
+    from jaxshap._estimators._kernel import third_order_ridge
+    from jaxshap._estimators._kernel_solve import apply_plan, plan_operators
+
+    plan = kernel_plan(m, n, sampler)
+    masks, weights = host_coalitions(np.asarray(jax.random.key_data(jax.random.key(m + n))), plan)
+    controls = ((3, third_order_ridge(m)),) if third else ()
+    host = plan_operators(plan, masks, weights, controls, dtype=np.float64, xp=np)
+    compiled = jax.jit(lambda z, w: plan_operators(plan, z, w, controls, dtype=jnp.float32))(masks, weights.astype(np.float32))
+    assert jax.tree_util.tree_structure(host) == jax.tree_util.tree_structure(compiled)
+    rng = np.random.default_rng(m)
+    values = jnp.asarray(rng.normal(size=(masks.shape[0], 2)) + masks[:, :3].sum(1)[:, None], jnp.float32)
+    ends = jnp.asarray(rng.normal(size=(2, 2)), jnp.float32)
+    as32 = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float32) if a.dtype.kind == "f" else jnp.asarray(a), host)
+    phi_h, se_h = apply_plan(as32, plan, values, ends[0], ends[1])
+    phi_c, se_c = apply_plan(compiled, plan, values, ends[0], ends[1])
+    scale = float(np.abs(phi_c).max())
+    np.testing.assert_allclose(np.asarray(phi_h), np.asarray(phi_c), atol=2e-4 * scale)
+    np.testing.assert_allclose(np.asarray(se_h), np.asarray(se_c), rtol=2e-3, atol=1e-6)
+    assert plan.identified or np.isinf(np.asarray(se_h)).all()
+
+
+def test_host_plan_is_a_pure_function_of_the_key():
+    """The shared plan is the same eagerly, under jax.jit and under jax.vmap over keys; different
+    keys give different coalitions; repeated calls hit the cache without changing anything."""
+    from jaxshap._estimators import _host_plan
+
+    plan = kernel_plan(10, 120, "paired")
+    keys = jax.random.split(jax.random.key(1), 3)
+    eager = [_host_plan.shared_plan(k, plan)[0] for k in keys]
+    jitted = jax.jit(lambda k: _host_plan.shared_plan(k, plan)[0])
+    batched = jax.jit(jax.vmap(lambda k: _host_plan.shared_plan(k, plan)[0]))(keys)
+    for i, k in enumerate(keys):
+        np.testing.assert_array_equal(np.asarray(eager[i]), np.asarray(jitted(k)))
+        np.testing.assert_array_equal(np.asarray(eager[i]), np.asarray(batched[i]))
+        want = host_coalitions(np.asarray(jax.random.key_data(k)), plan)[0]
+        np.testing.assert_array_equal(np.asarray(eager[i]), want)
+    assert not np.array_equal(np.asarray(eager[0]), np.asarray(eager[1]))
+    assert len(_host_plan._cache) <= _host_plan.CACHE_SIZE
+    # a concrete key's plan handed to the program as arguments is the plan the callback fetches
+    key = jax.random.key(99)
+    leaves = _host_plan.plan_leaves(key, plan)
+    given = jax.jit(lambda k, leaves: _host_plan.shared_plan(k, plan, leaves=leaves))(key, leaves)
+    fetched = jax.jit(lambda k: _host_plan.shared_plan(k, plan))(key)
+    for a, b in zip(jax.tree_util.tree_leaves(given), jax.tree_util.tree_leaves(fetched)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    np.testing.assert_array_equal(np.asarray(given[0]), host_coalitions(np.asarray(jax.random.key_data(key)), plan)[0])
+
+
+@pytest.mark.parametrize(
+    "m,n,sampler,third",
+    [(8, 60, "paired", True), (12, 400, "leverage", True), (20, 300, "leverage", True), (12, 31, "paired", True),
+     (12, 9, "paired", False), (9, 200, "paired", False), (12, 31, "paired", False), (1 + 5, 62, "paired", True)],
+)
+def test_operator_shapes_are_those_of_the_operators(m, n, sampler, third):
+    """The host plan declares its outputs from the plan alone: the same tree, shapes and dtypes
+    as the compiled operators."""
+    from jaxshap._estimators._kernel import third_order_ridge
+    from jaxshap._estimators._kernel_solve import operator_shapes, plan_operators
+
+    plan = kernel_plan(m, n, sampler)
+    controls = ((3, third_order_ridge(m)),) if third else ()
+    structs = (jax.ShapeDtypeStruct((plan.n_coalitions, m), jnp.bool_), jax.ShapeDtypeStruct((plan.n_coalitions,), jnp.float32))
+    want = jax.eval_shape(lambda z, w: plan_operators(plan, z, w, controls, dtype=jnp.float32), *structs)
+    got = operator_shapes(plan, controls, jnp.dtype(jnp.float32))
+    assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(want)
+    for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        assert (a.shape, a.dtype) == (b.shape, b.dtype)

@@ -251,13 +251,18 @@ def test_enable_compilation_cache_writes_and_a_second_process_reads(tmp_path):
         f"""
         import time, jax, jax.numpy as jnp, numpy as np, jaxshap
         path = jaxshap.enable_compilation_cache({str(tmp_path)!r})
+        events = []  # a program the cache cannot store (one with a host callback) records neither a hit nor a miss
+        jax.monitoring.register_event_listener(lambda name, **kw: events.append(name.rsplit("/", 1)[-1]))
         rng = np.random.default_rng(0)
         w = jnp.asarray(rng.normal(size=(3, 4)), jnp.float32)
         model = lambda X: jnp.tanh(X @ w).sum(-1)
         ex = jaxshap.PermutationExplainer(model, rng.normal(size=(4, 3)), n_permutations=4)
         t = time.perf_counter()
         v = np.asarray(ex(rng.normal(size=(5, 3)), key=0).values)
-        print(time.perf_counter() - t, float(v.sum()))
+        # KernelExplainer's shared plan is a program argument (no host callback), so it is cached too
+        k = np.asarray(jaxshap.KernelExplainer(model, rng.normal(size=(4, 3)), 4)(rng.normal(size=(5, 3))).values)
+        print(time.perf_counter() - t, float(v.sum()) + float(k.sum()), events.count("compile_requests_use_cache"),
+              events.count("cache_hits"))
         """
     )
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -269,7 +274,9 @@ def test_enable_compilation_cache_writes_and_a_second_process_reads(tmp_path):
     second = run()
     assert second.returncode == 0, second.stderr[-2000:]
     assert first.stdout.split()[1] == second.stdout.split()[1]  # same values
-    assert set(os.listdir(tmp_path)) == written  # every program came from the cache
+    requests, hits = (int(x) for x in second.stdout.split()[2:4])
+    assert requests > 0 and hits == requests  # every program came from the cache
+    assert set(os.listdir(tmp_path)) == written
     with pytest.raises(ValueError, match="min_compile_seconds"):
         jaxshap.enable_compilation_cache(tmp_path, min_compile_seconds=-1)
 
@@ -298,3 +305,13 @@ def test_linear_explainer_runs_on_the_shared_runtime(data, monkeypatch):
         np.testing.assert_allclose(streamed, one, rtol=1e-6, atol=1e-6)
         np.testing.assert_allclose(jax.jit(lambda e, X: e(X).values)(ex, X), one, rtol=1e-6, atol=1e-6)
         monkeypatch.undo()
+
+
+def test_seed_keys_are_jax_keys():
+    """An int seed (and the default None) gives exactly jax.random.key(seed), built without compiling."""
+    from jaxshap._runtime._inputs import as_key
+
+    for seed in (0, 1, 7, 2**31 - 1, 2**31, 2**40 + 3):
+        want = np.asarray(jax.random.key_data(jax.random.key(seed)))
+        np.testing.assert_array_equal(np.asarray(jax.random.key_data(as_key(seed))), want)
+    np.testing.assert_array_equal(np.asarray(jax.random.key_data(as_key(None))), [0, 0])

@@ -39,6 +39,11 @@ import numpy as np
 from ._precision import full_precision
 
 
+def _namespace(x):
+    """``numpy`` for host arrays (the host plan, :mod:`._host_plan`), else ``jax.numpy``."""
+    return np if isinstance(x, np.ndarray) else jnp
+
+
 @full_precision
 def walsh_controls(masks, order: int, dtype):
     r"""The residualised Walsh terms :math:`r_T` of one odd ``order``, ``[C, C(M, order)]`` (explicit).
@@ -49,7 +54,7 @@ def walsh_controls(masks, order: int, dtype):
     sets = np.array(list(itertools.combinations(range(m), order)), dtype=np.int32).reshape(-1, order)
     u = 2.0 * masks.astype(dtype) - 1.0
     cols = u[:, sets]  # [C, T, k]
-    return jnp.prod(cols, axis=-1) - cols.sum(-1) / order
+    return _namespace(u).prod(cols, axis=-1) - cols.sum(-1) / order
 
 
 def _esym(t, n: int, k: int):
@@ -57,11 +62,12 @@ def _esym(t, n: int, k: int):
 
     Newton's identities with the power sums of signs: :math:`p_i = t` for odd ``i`` and ``n`` for even ``i``.
     """
-    e = [jnp.ones_like(t)]
+    xp = _namespace(t)
+    e = [xp.ones_like(t)]
     for j in range(1, k + 1):
-        acc = jnp.zeros_like(t)
+        acc = xp.zeros_like(t)
         for i in range(1, j + 1):
-            p = t if i % 2 else jnp.full_like(t, float(n))
+            p = t if i % 2 else xp.full_like(t, float(n))
             acc = acc + (-1) ** (i - 1) * e[j - i] * p
         e.append(acc / j)
     return e[k]
@@ -84,12 +90,19 @@ def odd_kernel(ua, ub, order: int):
     and :math:`e_k(u_a \circ u_b)` depends only on ``p`` (:func:`_esym`).
     """
     m, k = ua.shape[-1], order
+    xp = _namespace(ua)
     p = ua @ ub.T
     sa, sb = ua.sum(-1)[:, None], ub.sum(-1)[None, :]
-    cross_ab = 0.5 * (sb + p) * _esym(sa - 1.0, m - 1, k - 1) - 0.5 * (sb - p) * _esym(sa + 1.0, m - 1, k - 1)
-    cross_ba = 0.5 * (sa + p) * _esym(sb - 1.0, m - 1, k - 1) - 0.5 * (sa - p) * _esym(sb + 1.0, m - 1, k - 1)
-    linear = math.comb(m - 1, k - 1) * p + math.comb(m - 2, k - 2) * (sa * sb - p)
-    return _esym(p, m, k) - (cross_ab + cross_ba) / k + linear / k**2
+    # e_k(u_a o u_b) depends on p alone, whose values are -M, -M + 2, ..., M: tabulated, then looked up
+    levels = xp.arange(-m, m + 1, 2).astype(p.dtype)
+    e_k = _esym(levels, m, k)[xp.round((p + m) / 2).astype(xp.int32)]
+    fa_lo, fa_hi = _esym(sa - 1.0, m - 1, k - 1), _esym(sa + 1.0, m - 1, k - 1)  # [A, 1]
+    fb_lo, fb_hi = _esym(sb - 1.0, m - 1, k - 1), _esym(sb + 1.0, m - 1, k - 1)  # [1, B]
+    # cross_ab + cross_ba, grouped into the outer products and the multiple of p
+    cross = 0.5 * (sb * (fa_lo - fa_hi) + sa * (fb_lo - fb_hi)) + 0.5 * p * (fa_lo + fa_hi + fb_lo + fb_hi)
+    c1, c2 = math.comb(m - 1, k - 1), math.comb(m - 2, k - 2)
+    linear = (c1 - c2) * p + c2 * (sa * sb)
+    return e_k - cross / k + linear / k**2
 
 
 def n_controls(n_features: int, order: int) -> int:

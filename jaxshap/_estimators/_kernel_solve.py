@@ -91,8 +91,49 @@ def _centre(g: jax.Array) -> jax.Array:
     return g - g.mean(0, keepdims=True)
 
 
-def _inflation(one_minus_h: jax.Array) -> jax.Array:
-    return 1.0 / jnp.maximum(one_minus_h, MIN_PIVOT)
+def _inflation(one_minus_h, xp=jnp):
+    return 1.0 / xp.maximum(one_minus_h, MIN_PIVOT)
+
+
+def _spd_inverse(h, deps: Any, xp):
+    """The inverse of a symmetric positive-definite matrix: by Cholesky in JAX (after ``deps``),
+    by LU on the host (NumPy has no Cholesky inverse; float64 there)."""
+    if xp is np:
+        return np.linalg.inv(h)
+    return cho_solve(cho_factor(after(h, deps), lower=True), jnp.eye(h.shape[0], dtype=h.dtype))
+
+
+def operator_form(m: int, n_rows: int, controls: tuple, form: str = "auto") -> tuple[str, int]:
+    """``(form, columns)`` of :func:`kernel_operator`: ``"primal"`` without controls or while the
+    ``M`` first-order and the control columns are no more than the rows, else ``"dual"``."""
+    controls = tuple((k, rho) for k, rho in controls if 3 <= k <= m)
+    n_cols = sum(math.comb(m, k) for k, _ in controls)
+    if form not in ("auto", "primal", "dual"):
+        raise ValueError(f"`form` must be 'auto', 'primal' or 'dual'; got {form!r}.")
+    if not controls:
+        form = "primal"
+    elif form == "auto":
+        form = "primal" if m + n_cols <= n_rows else "dual"
+    return form, n_cols
+
+
+def operator_shapes(plan, controls: tuple, dtype) -> tuple:
+    """Shapes and dtypes of :func:`plan_operators`' ``(op, check, spans)`` (``jax.ShapeDtypeStruct``
+    leaves), from the plan alone: what a host computation of them must return."""
+    m, c = plan.n_features, plan.n_coalitions
+    u = len(_rows(plan)[0])
+    index = jax.ShapeDtypeStruct((u,), jnp.asarray(np.zeros(1, np.int64)).dtype)
+    real = lambda *shape: jax.ShapeDtypeStruct(shape, dtype)  # noqa: E731
+
+    def one(controls):
+        form, n_cols = operator_form(m, u, controls)
+        p = m + n_cols
+        solve = (real(u, p), real(p, p), real(u), None) if form == "primal" else (None, None, None, real(u, u))
+        return KernelOperator(index, index, real(u), real(u), index, real(m, u), *solve, real(u), real(c))
+
+    check = one(()) if plan.pooled is not None and controls else None
+    spans = jax.ShapeDtypeStruct((), jnp.bool_) if plan.pooled is not None and plan.identified else None
+    return one(tuple(controls)), check, spans
 
 
 @full_precision
@@ -106,6 +147,7 @@ def kernel_operator(
     ridge: float = 0.0,
     rows: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
     deps: Any = (),
+    xp: Any = jnp,
 ) -> KernelOperator:
     r"""Factorise the constrained, kernel-weighted regression of one set of coalitions.
 
@@ -133,58 +175,57 @@ def kernel_operator(
         by default every coalition is a row and a sampling unit of its own.
       deps: arrays the factorisation waits for (:func:`jaxshap._runtime._lapack_order.after`):
         the outputs of an earlier LAPACK call that is otherwise independent of this one.
+      xp: the array namespace, ``jax.numpy`` (traced, the default) or ``numpy`` (on the host, in
+        the inputs' precision; see :mod:`jaxshap._estimators._host_plan`).
     """
     m = masks.shape[-1]
     c = masks.shape[0]
     if rows is None:
         rows = (np.arange(c), np.arange(c), np.arange(c))
     first, second, unit = (np.asarray(a) for a in rows)
-    paired = jnp.asarray(first != second)
-    z = masks.astype(dtype)
-    w = weights.astype(dtype)
+    paired = xp.asarray(first != second)
+    z = xp.asarray(masks).astype(dtype)
+    w = xp.asarray(weights).astype(dtype)
     w = w / w.sum()
     frac = z.mean(-1)
-    w1, w2 = w[first], jnp.where(paired, w[second], 0.0)
+    w1, w2 = w[first], xp.where(paired, w[second], 0.0)
     wu = w1 + w2
     a, b = w1 / wu, -w2 / wu
     zu = z[first]
     design = zu - frac[first][:, None]  # P z of each row's first coalition
-    curvature = jnp.einsum("u,um,um->", wu, design, design)  # tr(D^T W D)
+    curvature = xp.einsum("u,um,um->", wu, design, design)  # tr(D^T W D)
     null = curvature / (m * (m - 1))  # fixes the null direction 1
-    eye_ridge = ridge * curvature / m * jnp.eye(m, dtype=dtype)
+    eye_ridge = ridge * curvature / m * xp.eye(m, dtype=dtype)
     controls = tuple((k, rho) for k, rho in controls if 3 <= k <= m)
     n_rows = len(first)
     lambdas = [rho * curvature / m for _, rho in controls]
-    n_cols = sum(math.comb(m, k) for k, _ in controls)
-    if form == "auto":
-        form = "primal" if m + n_cols <= n_rows else "dual"
-    if form not in ("primal", "dual"):
-        raise ValueError(f"`form` must be 'auto', 'primal' or 'dual'; got {form!r}.")
-    statics = (jnp.asarray(first), jnp.asarray(second), a, b, jnp.asarray(unit))
-    if not controls or form == "primal":
-        cols = [walsh_controls(masks[first], k, dtype) for k, _ in controls]
-        x = jnp.concatenate([design] + cols, axis=1) if cols else design
+    form, n_cols = operator_form(m, n_rows, controls, form)
+    statics = (xp.asarray(first), xp.asarray(second), a, b, xp.asarray(unit))
+    if form == "primal":
+        cols = [walsh_controls(z[first] > 0.5, k, dtype) for k, _ in controls]
+        x = xp.concatenate([design] + cols, axis=1) if cols else design
         h = (x * wu[:, None]).T @ x
         if cols:
-            pen = [jnp.full(col.shape[1], lam, dtype) for col, lam in zip(cols, lambdas)]
-            h = h + jnp.diag(jnp.concatenate([jnp.zeros(m, dtype)] + pen))
-        h = h.at[:m, :m].add(null + eye_ridge)
-        solve = cho_solve(cho_factor(after(h, deps), lower=True), jnp.eye(h.shape[0], dtype=dtype))
+            pen = [xp.full(col.shape[1], lam, dtype) for col, lam in zip(cols, lambdas)]
+            h = h + xp.diag(xp.concatenate([xp.zeros(m, dtype)] + pen))
+        extra = h.shape[0] - m
+        h = h + xp.pad(null + eye_ridge, ((0, extra), (0, extra)))  # on the first-order block
+        solve = _spd_inverse(h, deps, xp)
         g = _centre(solve[:m] @ (x * wu[:, None]).T)  # [M, U]
-        lev = wu * jnp.einsum("up,pq,uq->u", x, solve, x)
-        return KernelOperator(*statics, g, x, solve, wu, None, _inflation(1.0 - lev), frac)
+        lev = wu * ((x @ solve) * x).sum(-1)
+        return KernelOperator(*statics, g, x, solve, wu, None, _inflation(1.0 - lev, xp), frac)
     u = 2.0 * zu - 1.0
-    ws = jnp.sqrt(wu)
+    ws = xp.sqrt(wu)
     kern = sum(odd_kernel(u, u, k) / lam for (k, _), lam in zip(controls, lambdas))
-    bmat = jnp.eye(n_rows, dtype=dtype) + ws[:, None] * kern * ws[None, :]
-    binv = cho_solve(cho_factor(after(bmat, deps), lower=True), jnp.eye(n_rows, dtype=dtype))
+    bmat = xp.eye(n_rows, dtype=dtype) + ws[:, None] * kern * ws[None, :]
+    binv = _spd_inverse(bmat, deps, xp)
     zz = binv @ (ws[:, None] * design)  # B^{-1} W^{1/2} D
     dt_dt = (ws[:, None] * design).T @ zz  # D^T W^{1/2} B^{-1} W^{1/2} D
-    inverse = cho_solve(cho_factor(dt_dt + null + eye_ridge, lower=True), jnp.eye(m, dtype=dtype))
+    inverse = _spd_inverse(dt_dt + null + eye_ridge, (), xp)
     g = _centre(inverse @ (zz * ws[:, None]).T)  # [M, U]
     # e = W^{-1/2} B^{-1} W^{1/2} (o - D G o)
     resid = (binv * ws[None, :]) / ws[:, None] - (zz / ws[:, None]) @ g
-    return KernelOperator(*statics, g, None, None, None, resid, _inflation(jnp.diagonal(resid)), frac)
+    return KernelOperator(*statics, g, None, None, None, resid, _inflation(xp.diagonal(resid), xp), frac)
 
 
 @full_precision
@@ -231,7 +272,7 @@ def design_variance(plan, psi: jax.Array, unit: jax.Array) -> jax.Array:
     return jnp.tensordot(jnp.asarray(plan.group_factor, dtype), squares, axes=1)
 
 
-def _draw_spans(masks: jax.Array, weights: jax.Array, dtype, deps: Any = ()) -> jax.Array:
+def _draw_spans(masks: jax.Array, weights: jax.Array, dtype, deps: Any = (), xp: Any = jnp) -> jax.Array:
     """Whether one draw's coalitions identify the regression (its projected Gram matrix has
     rank ``M - 1``). A pooled plan samples sizes with replacement, so a draw of a budget that can
     identify the regression may still miss a direction (two features never apart)."""
@@ -239,13 +280,15 @@ def _draw_spans(masks: jax.Array, weights: jax.Array, dtype, deps: Any = ()) -> 
     m = z.shape[-1]
     d = z - z.mean(-1, keepdims=True)
     gram = (d * weights.astype(dtype)[:, None]).T @ d
-    gram = gram + jnp.trace(gram) / m**2 * jnp.ones((m, m), dtype)  # fills the null direction 1
-    eig = jnp.linalg.eigvalsh(after(gram, deps))
+    gram = gram + xp.trace(gram) / m**2 * xp.ones((m, m), dtype)  # fills the null direction 1
+    eig = xp.linalg.eigvalsh(gram if xp is np else after(gram, deps))
     return eig[0] > 1e-5 * eig[-1]
 
 
 @full_precision
-def plan_operators(plan, masks: jax.Array, weights: jax.Array, controls=(), *, dtype=jnp.float32, deps: Any = ()):
+def plan_operators(
+    plan, masks: jax.Array, weights: jax.Array, controls=(), *, dtype=jnp.float32, deps: Any = (), xp: Any = jnp
+):
     """The operators of one draw of ``plan``: ``(op, check, spans)`` for :func:`apply_plan`.
 
     ``check`` is the first-order operator, kept only for pooled (small-budget) plans with
@@ -257,22 +300,30 @@ def plan_operators(plan, masks: jax.Array, weights: jax.Array, controls=(), *, d
 
     The LAPACK calls (the eigensolver of ``spans``, then each operator's factorisations) run
     one after the other, the first after ``deps``: on a CPU, batched LAPACK calls side by side
-    can deadlock XLA's thread pool (:mod:`jaxshap._runtime._lapack_order`).
+    can deadlock XLA's thread pool (:mod:`jaxshap._runtime._lapack_order`). With ``xp=numpy``
+    everything is computed on the host, in ``dtype`` (:mod:`jaxshap._estimators._host_plan`).
     """
     ridge = 0.0 if plan.identified else SMALL_RIDGE
     spans = None
     if plan.pooled is not None and plan.identified:
-        spans = _draw_spans(masks, weights, dtype, deps)
-        ridge = jnp.where(spans, 0.0, SMALL_RIDGE).astype(dtype)
+        spans = _draw_spans(masks, weights, dtype, deps, xp)
+        ridge = xp.where(spans, 0.0, SMALL_RIDGE).astype(dtype)
         deps = spans
     rows = _rows(plan)
-    if spans is not None and len(rows[0]) <= masks.shape[-1] - 1:
-        spans = jnp.zeros((), bool)  # no more regression rows than unknowns: no residual for a stderr
-    op = kernel_operator(masks, weights, tuple(controls), dtype=dtype, ridge=ridge, rows=rows, deps=deps)
+    if spans is not None:
+        # A residual for a stderr needs more distinct regression rows than unknowns. Pooled
+        # draws are with replacement: a repeated pair (or its mirror image) adds no row, and a
+        # draw with as many distinct rows as unknowns is fitted exactly (zero residuals, a
+        # stderr of zero for an estimate that may be far off).
+        m = masks.shape[-1]
+        u = 2.0 * xp.asarray(masks)[rows[0]].astype(dtype) - 1.0
+        repeats = xp.tril(xp.abs(u @ u.T) > m - 0.5, -1).any(1).sum()
+        spans = spans & (len(rows[0]) - repeats > m - 1)
+    op = kernel_operator(masks, weights, tuple(controls), dtype=dtype, ridge=ridge, rows=rows, deps=deps, xp=xp)
     check = None
     if plan.pooled is not None and controls:
         # op.phi comes out of op's last factorisation
-        check = kernel_operator(masks, weights, (), dtype=dtype, ridge=ridge, rows=rows, deps=op.phi)
+        check = kernel_operator(masks, weights, (), dtype=dtype, ridge=ridge, rows=rows, deps=op.phi, xp=xp)
     return op, check, spans
 
 

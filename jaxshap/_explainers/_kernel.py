@@ -12,8 +12,9 @@ from .._runtime._chunking import DEFAULT_MEMORY_BUDGET, map_chunks
 from .._runtime._explainer import Explainer
 from .._runtime._inputs import is_traced
 from .._estimators._kernel import kernel_shapley, third_order_ridge
-from .._estimators._kernel_solve import apply_plan, plan_operators
-from .._coalitions._kernel_sampling import SAMPLERS, kernel_plan, min_coalitions, sample_coalitions
+from .._estimators._host_plan import plan_leaves, shared_plan
+from .._estimators._kernel_solve import apply_plan
+from .._coalitions._kernel_sampling import SAMPLERS, kernel_plan, min_coalitions
 from .._coalitions._kernel_sampling import max_coalitions as all_coalitions
 
 
@@ -71,6 +72,16 @@ class KernelExplainer(Explainer):
     row), but errors are correlated across rows: pass ``shared_coalitions=False`` for
     independent draws per row (row ``i`` uses ``fold_in(key, i)``; then each row factorises its
     own design).
+
+    The shared draw and its factorisation are made on the host, with NumPy in float64, and handed
+    to the compiled program as arguments (through a callback inside a user's ``jax.jit``;
+    :mod:`jaxshap._estimators._host_plan`): compiling them would cost about a second per fresh
+    process, more than a one-off job's model evaluations. They are a pure function of the key
+    (eager, ``jax.jit`` and ``jax.vmap`` over keys agree), the last few are kept, so repeated
+    calls with one key skip them, and gradients flow through the values as before. The random
+    stream is NumPy's, seeded from the key's bits: the same distribution as
+    :func:`jaxshap.coalitions.sample_kernel_coalitions` (used for independent draws), not the
+    same coalitions.
 
     Args:
       model: callable ``[n, M] -> [n]`` or ``[n, K]`` (JAX or NumPy).
@@ -226,18 +237,18 @@ class KernelExplainer(Explainer):
         """Shared coalitions: one draw from ``key`` and one solve operator for every row.
 
         The coalitions depend only on the call's key, so every row (in every block, chunk and
-        device) sees the same ones and the regression is factorised once per block
-        (:func:`jaxshap._estimators._kernel_solve.kernel_operator`); each row then costs its
-        model evaluations and two matrix products. ``shared_coalitions=False`` draws each
+        device) sees the same ones; the draw and the factorisation are made on the host
+        (:meth:`_call_core` attaches them for a concrete key, else
+        :func:`jaxshap._estimators._host_plan.shared_plan` fetches them); each row then costs
+        its model evaluations and two matrix products. ``shared_coalitions=False`` draws each
         row's own coalitions from ``fold_in(key, row)`` instead (the base class's path).
         """
         m = self.n_features
         if not self.shared_coalitions or m == 1:
             return super()._explain_keyed(X, key, index, rows_per_chunk, coalitions_per_chunk, n_valid)
         plan = kernel_plan(m, self.n_coalitions, self.sampler)
-        masks, weights = sample_coalitions(key, plan)
-        dtype = jnp.dtype(self.masker.dtype)
-        ops = plan_operators(plan, masks, weights, self.controls, dtype=dtype)
+        leaves = getattr(self, "_shared_plan", None)
+        masks, ops = shared_plan(key, plan, self.controls, dtype=jnp.dtype(self.masker.dtype), leaves=leaves)
         every = jnp.concatenate([jnp.zeros((1, m), bool), jnp.ones((1, m), bool), masks], axis=0)
 
         def one_row(x):
@@ -248,6 +259,16 @@ class KernelExplainer(Explainer):
             return phi.reshape((m,) + tail), v[0], stderr.reshape((m,) + tail)
 
         return map_chunks(jax.vmap(one_row), X, rows_per_chunk, n_valid)
+
+    def _call_core(self, X, key):
+        """The program's explainer, carrying the shared plan of a concrete ``key`` (drawn and
+        factorised on the host) as arrays; inside a user's ``jax.jit`` the program fetches the
+        plan itself (:func:`jaxshap._estimators._host_plan.shared_plan`)."""
+        core = self._core()
+        if self.shared_coalitions and self.n_features > 1 and not is_traced(key) and not is_traced(X):
+            plan = kernel_plan(self.n_features, self.n_coalitions, self.sampler)
+            core._shared_plan = plan_leaves(key, plan, self.controls, dtype=jnp.dtype(self.masker.dtype))
+        return core
 
     def _run(self, X, key, offset, devices, bar, blocked):
         """Explain validated rows (see :meth:`jaxshap.Explainer._run`), in rounds when ``"auto"``.

@@ -87,6 +87,8 @@ def map_chunks(fn: Callable[[Any], Any], xs: Any, chunk: int, n_valid: Any = Non
         out = jax.lax.map(body, chunks)
     else:
         first = jax.tree_util.tree_map(lambda a: a[0], chunks)
+        # traced once: the shapes come from the same trace the branch below reuses (jit's cache)
+        fn = jax.jit(fn)
         shapes = jax.eval_shape(fn, first)
         zeros = lambda _: jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
         live = (jnp.asarray(n_valid) + chunk - 1) // chunk

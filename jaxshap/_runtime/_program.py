@@ -93,8 +93,9 @@ def _take_rows(X: jax.Array, start: Any, size: int) -> jax.Array:
     return jax.lax.dynamic_slice_in_dim(X, start, size)
 
 
-def _index(i: int) -> jax.Array:
-    return jnp.asarray(i, dtype=jnp.int32)
+def _index(i: int) -> np.ndarray:
+    """An int32 scalar argument (a NumPy one: ``jnp.asarray`` would compile a conversion program)."""
+    return np.asarray(i, dtype=np.int32)
 
 
 Planner = Callable[[int, bool], "tuple[int, int | None]"]

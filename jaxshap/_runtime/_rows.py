@@ -135,6 +135,11 @@ class RowExplainer:
         keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(index)
         return self._explain_local(X, keys, rows_per_chunk, coalitions_per_chunk, n_valid)
 
+    def _call_core(self, X: jax.Array, key: jax.Array) -> "RowExplainer":
+        """The compiled program's argument for one call (:meth:`_core`; an explainer may attach
+        arrays it computes on the host from the call's concrete key)."""
+        return self._core()
+
     def _core(self) -> "RowExplainer":
         """This explainer without its metadata (feature names), as the compiled program's argument:
         explainers that differ only in names share a program."""
@@ -149,7 +154,7 @@ class RowExplainer:
         """Explain validated rows ``X``, as global rows ``offset, offset + 1, ...``: see
         :func:`jaxshap._runtime._program.run_rows`. Returns ``(phi, base, stderr)``."""
         return run_rows(
-            self._core(),
+            self._call_core(X, key),
             X,
             key,
             planner=self._plan,
