@@ -38,11 +38,15 @@ _cache: OrderedDict = OrderedDict()
 _lock = threading.Lock()
 
 
+def _raw_bits(key: jax.Array) -> jax.Array:
+    """The raw ``uint32`` bits of a key (typed, or legacy ``uint32``), concrete or traced."""
+    return jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key
+
+
 def _key_bits(key: jax.Array) -> np.ndarray:
-    """The raw bits of a concrete key (typed, or legacy ``uint32``)."""
+    """The raw bits of a concrete key, on the host."""
     with jax.ensure_compile_time_eval():  # a concrete key closed over inside jax.jit stays concrete
-        bits = jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key
-        return np.asarray(bits, np.uint32)
+        return np.asarray(_raw_bits(key), np.uint32)
 
 
 def host_plan(key_bits: np.ndarray, plan, controls: tuple, dtype) -> list[jax.Array]:
@@ -105,10 +109,9 @@ def shared_plan(key: jax.Array, plan, controls: tuple = (), *, dtype=jnp.float32
     dtype = jnp.dtype(dtype)
     structs, treedef = _structure(plan, tuple(controls), dtype.str)
     if leaves is None:
-        bits = jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key
 
         def callback(bits):
             return [np.asarray(leaf) for leaf in host_plan(bits, plan, tuple(controls), dtype)]
 
-        leaves = jax.pure_callback(callback, structs, bits, vmap_method="sequential")
+        leaves = jax.pure_callback(callback, structs, _raw_bits(key), vmap_method="sequential")
     return jax.tree_util.tree_unflatten(treedef, list(leaves))

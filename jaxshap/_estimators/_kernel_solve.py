@@ -122,7 +122,7 @@ def operator_shapes(plan, controls: tuple, dtype) -> tuple:
     leaves), from the plan alone: what a host computation of them must return."""
     m, c = plan.n_features, plan.n_coalitions
     u = len(_rows(plan)[0])
-    index = jax.ShapeDtypeStruct((u,), jnp.asarray(np.zeros(1, np.int64)).dtype)
+    index = jax.ShapeDtypeStruct((u,), jax.dtypes.canonicalize_dtype(np.int64))
     real = lambda *shape: jax.ShapeDtypeStruct(shape, dtype)  # noqa: E731
 
     def one(controls):
@@ -184,7 +184,8 @@ def kernel_operator(
         rows = (np.arange(c), np.arange(c), np.arange(c))
     first, second, unit = (np.asarray(a) for a in rows)
     paired = xp.asarray(first != second)
-    z = xp.asarray(masks).astype(dtype)
+    masks = xp.asarray(masks)
+    z = masks.astype(dtype)
     w = xp.asarray(weights).astype(dtype)
     w = w / w.sum()
     frac = z.mean(-1)
@@ -202,7 +203,7 @@ def kernel_operator(
     form, n_cols = operator_form(m, n_rows, controls, form)
     statics = (xp.asarray(first), xp.asarray(second), a, b, xp.asarray(unit))
     if form == "primal":
-        cols = [walsh_controls(z[first] > 0.5, k, dtype) for k, _ in controls]
+        cols = [walsh_controls(masks[first], k, dtype) for k, _ in controls]
         x = xp.concatenate([design] + cols, axis=1) if cols else design
         h = (x * wu[:, None]).T @ x
         if cols:
