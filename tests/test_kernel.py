@@ -478,7 +478,7 @@ def test_shared_coalitions_are_one_draw_per_call():
 
     # shared: one host draw for the call, every row solved with it
     plan = kernel_plan(m, 40, "paired")
-    masks, weights = host_coalitions(np.asarray(jax.random.key_data(key)), plan)
+    masks, weights = _draw("host", plan, key)
     masks = jnp.asarray(masks)
 
     def shared_row(x):
@@ -592,11 +592,15 @@ def test_pooled_draws_that_miss_a_direction_are_flagged_not_nan(budget):
     assert spanned == 0 if budget == 2 * m - 2 else spanned >= 1
 
 
-@pytest.mark.parametrize(
-    "m,n,sampler,third",
-    [(8, 60, "paired", True), (12, 400, "leverage", True), (20, 300, "leverage", True), (12, 31, "paired", True),
-     (12, 9, "paired", False), (9, 200, "paired", False)],
-)
+HOST_PLANS = [
+    (8, 60, "paired", True), (12, 400, "leverage", True), (20, 300, "leverage", True), (12, 31, "paired", True),
+    (12, 9, "paired", False), (9, 200, "paired", False),
+]
+"""Plans for the host operators: explicit and kernel-form controls, pooled small budgets with and
+without controls, an unidentified budget, plain."""
+
+
+@pytest.mark.parametrize("m,n,sampler,third", HOST_PLANS)
 def test_host_operators_match_the_compiled_ones(m, n, sampler, third):
     """The host plan's operators (NumPy, float64) give the estimates and standard errors of the
     compiled ones (float32) on the same coalitions: explicit and kernel-form controls, pooled
@@ -605,7 +609,7 @@ def test_host_operators_match_the_compiled_ones(m, n, sampler, third):
     from jaxshap._estimators._kernel_solve import apply_plan, plan_operators
 
     plan = kernel_plan(m, n, sampler)
-    masks, weights = host_coalitions(np.asarray(jax.random.key_data(jax.random.key(m + n))), plan)
+    masks, weights = _draw("host", plan, jax.random.key(m + n))
     controls = ((3, third_order_ridge(m)),) if third else ()
     host = plan_operators(plan, masks, weights, controls, dtype=np.float64, xp=np)
     compiled = jax.jit(lambda z, w: plan_operators(plan, z, w, controls, dtype=jnp.float32))(masks, weights.astype(np.float32))
@@ -635,7 +639,7 @@ def test_host_plan_is_a_pure_function_of_the_key():
     for i, k in enumerate(keys):
         np.testing.assert_array_equal(np.asarray(eager[i]), np.asarray(jitted(k)))
         np.testing.assert_array_equal(np.asarray(eager[i]), np.asarray(batched[i]))
-        want = host_coalitions(np.asarray(jax.random.key_data(k)), plan)[0]
+        want = _draw("host", plan, k)[0]
         np.testing.assert_array_equal(np.asarray(eager[i]), want)
     assert not np.array_equal(np.asarray(eager[0]), np.asarray(eager[1]))
     assert len(_host_plan._cache) <= _host_plan.CACHE_SIZE
@@ -646,14 +650,10 @@ def test_host_plan_is_a_pure_function_of_the_key():
     fetched = jax.jit(lambda k: _host_plan.shared_plan(k, plan))(key)
     for a, b in zip(jax.tree_util.tree_leaves(given), jax.tree_util.tree_leaves(fetched)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    np.testing.assert_array_equal(np.asarray(given[0]), host_coalitions(np.asarray(jax.random.key_data(key)), plan)[0])
+    np.testing.assert_array_equal(np.asarray(given[0]), _draw("host", plan, key)[0])
 
 
-@pytest.mark.parametrize(
-    "m,n,sampler,third",
-    [(8, 60, "paired", True), (12, 400, "leverage", True), (20, 300, "leverage", True), (12, 31, "paired", True),
-     (12, 9, "paired", False), (9, 200, "paired", False), (12, 31, "paired", False), (1 + 5, 62, "paired", True)],
-)
+@pytest.mark.parametrize("m,n,sampler,third", HOST_PLANS + [(12, 31, "paired", False), (1 + 5, 62, "paired", True)])
 def test_operator_shapes_are_those_of_the_operators(m, n, sampler, third):
     """The host plan declares its outputs from the plan alone: the same tree, shapes and dtypes
     as the compiled operators."""
