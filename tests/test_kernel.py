@@ -438,6 +438,9 @@ def test_odd_kernel_is_the_sum_over_explicit_terms():
                                            u[:, t].prod(1) - u[:, t].sum(1) / k, atol=1e-12)
             kern = np.asarray(odd_kernel(jnp.asarray(u), jnp.asarray(u[:11]), k))
             np.testing.assert_allclose(kern, r @ r[:11].T, atol=1e-9 * np.abs(r @ r.T).max())
+            host = odd_kernel(u, u[:11], k)  # the host plan's NumPy path
+            assert isinstance(host, np.ndarray)
+            np.testing.assert_allclose(host, r @ r[:11].T, atol=1e-9 * np.abs(r @ r.T).max())
 
 
 def test_kernel_form_equals_explicit_columns():

@@ -73,6 +73,23 @@ def _esym(t, n: int, k: int):
     return e[k]
 
 
+def _esym_polynomial(n: int, k: int) -> np.ndarray:
+    r"""Coefficients ``c [k + 1]`` (lowest first) of :math:`e_k` of ``n`` signs as a polynomial of their sum ``t``.
+
+    The same Newton identities as :func:`_esym`, on coefficient vectors (exact in float64 for
+    the small orders used here).
+    """
+    e = [np.array([1.0])]
+    for j in range(1, k + 1):
+        acc = np.zeros(j + 1)
+        for i in range(1, j + 1):
+            prev = e[j - i]
+            term = np.concatenate([[0.0], prev]) if i % 2 else float(n) * prev  # times t, or times n
+            acc[: len(term)] += (-1) ** (i - 1) * term
+        e.append(acc / j)
+    return e[k]
+
+
 @full_precision
 def odd_kernel(ua, ub, order: int):
     r"""``sum_{|T| = order} r_T(a) r_T(b)`` for sign matrices ``ua [A, M]``, ``ub [B, M]``: ``[A, B]``.
@@ -87,22 +104,31 @@ def odd_kernel(ua, ub, order: int):
 
         \sum_T \sum_{i \in T} u_i(a) \sum_{j \in T} u_j(b) = \tbinom{M-1}{k-1} p + \tbinom{M-2}{k-2} (s_a s_b - p),
 
-    and :math:`e_k(u_a \circ u_b)` depends only on ``p`` (:func:`_esym`).
+    and :math:`e_k(u_a \circ u_b)` is a polynomial of degree ``k`` in ``p`` alone (:func:`_esym_polynomial`).
+    Collected, the kernel is that polynomial with a linear coefficient shifted per row and per
+    column, plus a rank-four outer product of the rows' and columns' terms, so it costs one
+    matrix product for ``p``, ``k`` multiply-adds per entry and one small matrix product.
     """
     m, k = ua.shape[-1], order
     xp = _namespace(ua)
     p = ua @ ub.T
-    sa, sb = ua.sum(-1)[:, None], ub.sum(-1)[None, :]
-    # e_k(u_a o u_b) depends on p alone, whose values are -M, -M + 2, ..., M: tabulated, then looked up
-    levels = xp.arange(-m, m + 1, 2).astype(p.dtype)
-    e_k = _esym(levels, m, k)[xp.round((p + m) / 2).astype(xp.int32)]
-    fa_lo, fa_hi = _esym(sa - 1.0, m - 1, k - 1), _esym(sa + 1.0, m - 1, k - 1)  # [A, 1]
-    fb_lo, fb_hi = _esym(sb - 1.0, m - 1, k - 1), _esym(sb + 1.0, m - 1, k - 1)  # [1, B]
-    # cross_ab + cross_ba, grouped into the outer products and the multiple of p
-    cross = 0.5 * (sb * (fa_lo - fa_hi) + sa * (fb_lo - fb_hi)) + 0.5 * p * (fa_lo + fa_hi + fb_lo + fb_hi)
+    sa, sb = ua.sum(-1), ub.sum(-1)
+    fa_lo, fa_hi = _esym(sa - 1.0, m - 1, k - 1), _esym(sa + 1.0, m - 1, k - 1)  # [A]
+    fb_lo, fb_hi = _esym(sb - 1.0, m - 1, k - 1), _esym(sb + 1.0, m - 1, k - 1)  # [B]
     c1, c2 = math.comb(m - 1, k - 1), math.comb(m - 2, k - 2)
-    linear = (c1 - c2) * p + c2 * (sa * sb)
-    return e_k - cross / k + linear / k**2
+    coef = _esym_polynomial(m, k)
+    # K = e_k(p) - cross / k + linear / k^2, with
+    #   cross = (s_b (F_a^- - F_a^+) + s_a (F_b^- - F_b^+)) / 2 + p (F_a^- + F_a^+ + F_b^- + F_b^+) / 2
+    #   linear = (c1 - c2) p + c2 s_a s_b
+    lin_a = coef[1] + (c1 - c2) / k**2 - (fa_lo + fa_hi) / (2 * k)  # the linear coefficient: lin_a + lin_b
+    lin_b = -(fb_lo + fb_hi) / (2 * k)
+    rest_a = xp.stack([xp.ones_like(sa), sa, fa_lo - fa_hi, sa], axis=-1)  # [A, 4]
+    rest_b = xp.stack([xp.full_like(sb, coef[0]), c2 / k**2 * sb, -sb / (2 * k), -(fb_lo - fb_hi) / (2 * k)], axis=-1)
+    # Horner in p for the degrees of 2 and more; then the per-row and per-column linear coefficient
+    inner = coef[k] * p
+    for c in coef[k - 1 : 1 : -1]:
+        inner = (inner + c) * p
+    return (inner + lin_a[:, None] + lin_b[None, :]) * p + rest_a @ rest_b.T
 
 
 def n_controls(n_features: int, order: int) -> int:

@@ -215,17 +215,15 @@ def kernel_operator(
         g = _centre(solve[:m] @ (x * wu[:, None]).T)  # [M, U]
         lev = wu * ((x @ solve) * x).sum(-1)
         return KernelOperator(*statics, g, x, solve, wu, None, _inflation(1.0 - lev, xp), frac)
+    # generalised least squares with covariance C = W^{-1} + sum_k K_k / lambda_k (U x U)
     u = 2.0 * zu - 1.0
-    ws = xp.sqrt(wu)
-    kern = sum(odd_kernel(u, u, k) / lam for (k, _), lam in zip(controls, lambdas))
-    bmat = xp.eye(n_rows, dtype=dtype) + ws[:, None] * kern * ws[None, :]
-    binv = _spd_inverse(bmat, deps, xp)
-    zz = binv @ (ws[:, None] * design)  # B^{-1} W^{1/2} D
-    dt_dt = (ws[:, None] * design).T @ zz  # D^T W^{1/2} B^{-1} W^{1/2} D
-    inverse = _spd_inverse(dt_dt + null + eye_ridge, (), xp)
-    g = _centre(inverse @ (zz * ws[:, None]).T)  # [M, U]
-    # e = W^{-1/2} B^{-1} W^{1/2} (o - D G o)
-    resid = (binv * ws[None, :]) / ws[:, None] - (zz / ws[:, None]) @ g
+    cov = sum(odd_kernel(u, u, k) / lam for (k, _), lam in zip(controls, lambdas)) + xp.diag(1.0 / wu)
+    cinv = _spd_inverse(cov, deps, xp)
+    cd = cinv @ design  # C^{-1} D
+    inverse = _spd_inverse(design.T @ cd + null + eye_ridge, (), xp)
+    g = _centre(inverse @ cd.T)  # [M, U]
+    # e = W^{-1} C^{-1} (o - D G o): the GLS residual, scaled back to the response
+    resid = (cinv - cd @ g) / wu[:, None]
     return KernelOperator(*statics, g, None, None, None, resid, _inflation(xp.diagonal(resid), xp), frac)
 
 
