@@ -656,6 +656,32 @@ def test_host_plan_is_a_pure_function_of_the_key():
     np.testing.assert_array_equal(np.asarray(given[0]), _draw("host", plan, key)[0])
 
 
+def test_a_plan_drawn_while_the_program_compiles_is_the_plan():
+    """A call whose plan is not cached computes it on a worker thread while the block program
+    compiles (with placeholders of the plan's shapes): one compilation of the program, and the
+    values of a call whose plan was cached, to the bit."""
+    from conftest import CountCompiles
+    from jaxshap._estimators import _host_plan
+
+    rng = np.random.default_rng(5)
+    w = jnp.asarray(rng.normal(size=(9, 3)), jnp.float32)
+    model = lambda X: jnp.tanh(X @ w).sum(-1)  # noqa: E731
+    background = rng.normal(size=(12, 9)).astype(np.float32)
+    X = rng.normal(size=(5, 9)).astype(np.float32)
+    ex = jaxshap.KernelExplainer(model, background, 200)
+    key = jax.random.key(8123)
+    _host_plan._cache.clear()
+    with CountCompiles() as compiles:
+        first = ex(X, key=key)
+    assert compiles.names.count("jit(block_program)") == 1, compiles.names
+    assert _host_plan._worker, "the plan was not computed on the worker thread"
+    again = ex(X, key=key)  # the plan is cached now: no thread, no placeholders
+    np.testing.assert_array_equal(np.asarray(first.values), np.asarray(again.values))
+    np.testing.assert_array_equal(np.asarray(first.stderr), np.asarray(again.stderr))
+    assert np.isfinite(np.asarray(first.stderr)).all()
+    np.testing.assert_allclose(np.asarray(first.values).sum(1), np.asarray(model(X) - model(background).mean()), rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("m,n,sampler,third", HOST_PLANS + [(12, 31, "paired", False), (1 + 5, 62, "paired", True)])
 def test_operator_shapes_are_those_of_the_operators(m, n, sampler, third):
     """The host plan declares its outputs from the plan alone: the same tree, shapes and dtypes

@@ -312,7 +312,7 @@ def test_memory_budget_bool_rejected_by_helper():
 
 
 def test_single_threaded_blas_caps_and_restores():
-    from jaxshap._algebra import _threads
+    from jaxshap._runtime import _threads
 
     np.ones((64, 64)) @ np.ones((64, 64))  # NumPy's OpenBLAS is loaded
     libs = [f for f in map(_threads._functions, _threads._loaded_openblas()) if f is not None]

@@ -19,6 +19,7 @@ does not depend on it) and every block, chunk and device of a call see the same 
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 from collections import OrderedDict
 from typing import Any
@@ -27,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._runtime._threads import single_threaded_blas
 from .._coalitions._host_sampling import host_coalitions
 from .._coalitions._static_cache import static_cache
 from ._kernel_solve import operator_shapes, plan_operators
@@ -36,6 +38,7 @@ CACHE_SIZE = 4
 
 _cache: OrderedDict = OrderedDict()
 _lock = threading.Lock()
+_worker: list[concurrent.futures.ThreadPoolExecutor] = []
 
 
 def _raw_bits(key: jax.Array) -> jax.Array:
@@ -49,21 +52,36 @@ def _key_bits(key: jax.Array) -> np.ndarray:
         return np.asarray(_raw_bits(key), np.uint32)
 
 
+def _cache_key(bits: np.ndarray, plan, controls: tuple, dtype: np.dtype) -> tuple:
+    return (bits.tobytes(), bits.shape, plan, controls, dtype.str)
+
+
+def _cached(cache_key: tuple) -> list[jax.Array] | None:
+    with _lock:
+        if cache_key in _cache:
+            _cache.move_to_end(cache_key)
+            return _cache[cache_key]
+    return None
+
+
 def host_plan(key_bits: np.ndarray, plan, controls: tuple, dtype) -> list[jax.Array]:
     """The leaves of ``(masks, plan_operators(...))`` for one key, computed with NumPy (cached).
 
     Everything is computed in float64 and rounded to ``dtype`` (the model's floating dtype) at
     the end; the leaves are kept on the default device, so a repeated call transfers nothing.
+    NumPy's BLAS runs on one thread meanwhile
+    (:func:`jaxshap._runtime._threads.single_threaded_blas`): its spinning worker threads would
+    otherwise slow the XLA work that follows, or that runs beside it, on a machine with few cores.
     """
     bits = np.asarray(key_bits, np.uint32)
     dtype = np.dtype(dtype)
-    cache_key = (bits.tobytes(), bits.shape, plan, controls, dtype.str)
-    with _lock:
-        if cache_key in _cache:
-            _cache.move_to_end(cache_key)
-            return _cache[cache_key]
-    masks, weights = host_coalitions(bits, plan)
-    ops = plan_operators(plan, masks, weights, controls, dtype=np.float64, xp=np)
+    cache_key = _cache_key(bits, plan, controls, dtype)
+    leaves = _cached(cache_key)
+    if leaves is not None:
+        return leaves
+    with single_threaded_blas():
+        masks, weights = host_coalitions(bits, plan)
+        ops = plan_operators(plan, masks, weights, controls, dtype=np.float64, xp=np)
     leaves = [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves((masks, ops))]
     structs, _ = _structure(plan, controls, dtype.str)
     leaves = [jax.device_put(leaf.astype(s.dtype, copy=False)) for leaf, s in zip(leaves, structs)]
@@ -86,6 +104,26 @@ def plan_leaves(key: jax.Array, plan, controls: tuple = (), *, dtype=jnp.float32
     (:func:`shared_plan` rebuilds the plan from them): no callback in the program, so JAX's
     persistent compilation cache can store it."""
     return tuple(host_plan(_key_bits(key), plan, tuple(controls), jnp.dtype(dtype)))
+
+
+def plan_leaves_soon(key: jax.Array, plan, controls: tuple = (), *, dtype=jnp.float32):
+    """:func:`plan_leaves`, started on a worker thread unless the plan is cached.
+
+    Returns ``(leaves, None)`` for a cached plan, else ``(placeholders, future)``: NumPy zeros
+    of the leaves' shapes and dtypes (enough to compile the program that takes them) and a
+    :class:`concurrent.futures.Future` of the leaves. The caller compiles while the host works
+    (:class:`jaxshap._runtime._program.Deferred`); the two overlap on a multi-core CPU.
+    """
+    bits, controls, dtype = _key_bits(key), tuple(controls), jnp.dtype(dtype)
+    leaves = _cached(_cache_key(bits, plan, controls, np.dtype(dtype)))
+    if leaves is not None:
+        return tuple(leaves), None
+    with _lock:
+        if not _worker:
+            _worker.append(concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="jaxshap-plan"))
+    future = _worker[0].submit(lambda: tuple(host_plan(bits, plan, controls, dtype)))
+    structs, _ = _structure(plan, controls, dtype.str)
+    return tuple(np.zeros(s.shape, s.dtype) for s in structs), future
 
 
 def shared_plan(key: jax.Array, plan, controls: tuple = (), *, dtype=jnp.float32, leaves=None):

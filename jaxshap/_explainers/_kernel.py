@@ -11,8 +11,9 @@ import numpy as np
 from .._runtime._chunking import DEFAULT_MEMORY_BUDGET, map_chunks
 from .._runtime._explainer import Explainer
 from .._runtime._inputs import is_traced
+from .._runtime._program import Deferred
 from .._estimators._kernel import kernel_shapley, third_order_ridge
-from .._estimators._host_plan import plan_leaves, shared_plan
+from .._estimators._host_plan import plan_leaves_soon, shared_plan
 from .._estimators._kernel_solve import apply_plan
 from .._coalitions._kernel_sampling import SAMPLERS, kernel_plan, min_coalitions
 from .._coalitions._kernel_sampling import max_coalitions as all_coalitions
@@ -263,12 +264,25 @@ class KernelExplainer(Explainer):
     def _call_core(self, X, key):
         """The program's explainer, carrying the shared plan of a concrete ``key`` (drawn and
         factorised on the host) as arrays; inside a user's ``jax.jit`` the program fetches the
-        plan itself (:func:`jaxshap._estimators._host_plan.shared_plan`)."""
+        plan itself (:func:`jaxshap._estimators._host_plan.shared_plan`). A plan that is not
+        cached is computed on a worker thread while the program compiles
+        (:class:`jaxshap._runtime._program.Deferred`)."""
         core = self._core()
-        if self.shared_coalitions and self.n_features > 1 and not is_traced(key) and not is_traced(X):
-            plan = kernel_plan(self.n_features, self.n_coalitions, self.sampler)
-            core._shared_plan = plan_leaves(key, plan, self.controls, dtype=jnp.dtype(self.masker.dtype))
-        return core
+        if not (self.shared_coalitions and self.n_features > 1 and not is_traced(key) and not is_traced(X)):
+            return core
+        plan = kernel_plan(self.n_features, self.n_coalitions, self.sampler)
+        leaves, future = plan_leaves_soon(key, plan, self.controls, dtype=jnp.dtype(self.masker.dtype))
+        core._shared_plan = leaves
+        if future is None:
+            return core
+        shapes = self._core()
+        shapes._shared_plan = leaves
+
+        def result():
+            core._shared_plan = future.result()
+            return core
+
+        return Deferred(shapes, result)
 
     def _run(self, X, key, offset, devices, bar, blocked):
         """Explain validated rows (see :meth:`jaxshap.Explainer._run`), in rounds when ``"auto"``.

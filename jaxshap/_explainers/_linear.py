@@ -29,7 +29,7 @@ from .._runtime._model import output_names_of
 from .._runtime._shap_api import ShapAPI
 from .._runtime._rows import RowExplainer
 from .._algebra._linear import exact_transform, sampled_transform, to_data_units
-from .._algebra._threads import single_threaded_blas
+from .._runtime._threads import single_threaded_blas
 
 MAX_AUTO_EXACT_FEATURES = 16
 """``method="auto"`` enumerates all coalitions up to this many features."""
@@ -231,7 +231,7 @@ class LinearExplainer(ShapAPI, RowExplainer):
 
         XLA's Cholesky factorisations on a CPU run on SciPy's OpenBLAS; its spinning worker
         threads slowed the sampled transform at M = 300 from 0.3 s to 37 s on a 2-core machine
-        (see :mod:`jaxshap._algebra._threads`).
+        (see :mod:`jaxshap._runtime._threads`).
         """
         if is_traced(g.corr) or is_traced(beta):
             if method == "exact":
