@@ -322,3 +322,31 @@ def test_single_threaded_blas_caps_and_restores():
     with _threads.single_threaded_blas():
         assert [get() for get, _ in libs] == [1] * len(libs)
     assert [get() for get, _ in libs] == before
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 127, 128, 129, 300])
+def test_host_spd_inverse_is_the_inverse(n):
+    """The host plan's Cholesky inverse (LAPACK potrf + potri through ctypes, mirrored block by
+    block) against the definition, for sizes around its block of 128."""
+    from jaxshap._runtime._host_lapack import spd_inverse
+
+    rng = np.random.default_rng(n)
+    a = rng.normal(size=(n, n + 3))
+    spd = a @ a.T / n + 0.1 * np.eye(n)
+    inv = spd_inverse(spd)
+    np.testing.assert_allclose(inv @ spd, np.eye(n), atol=1e-9)
+    np.testing.assert_array_equal(inv, inv.T)  # exactly symmetric
+    assert spd_inverse(spd) is not spd
+
+
+def test_host_spd_inverse_uses_lapack_and_falls_back_when_not_definite():
+    from jaxshap._runtime import _host_lapack
+
+    np.ones((64, 64)) @ np.ones((64, 64))  # NumPy's OpenBLAS is loaded
+    if not _host_lapack._loaded_openblas():
+        pytest.skip("no OpenBLAS loaded in this process")
+    routines = _host_lapack._routines()
+    assert routines is not None, "NumPy's OpenBLAS is loaded but its dpotrf/dpotri were not found"
+    indefinite = np.array([[1.0, 2.0, 0.0], [2.0, 1.0, 0.0], [0.0, 0.0, 3.0]])
+    assert _host_lapack._cholesky_inverse(indefinite, routines) is None  # potrf reports it
+    np.testing.assert_allclose(_host_lapack.spd_inverse(indefinite), np.linalg.inv(indefinite), atol=1e-12)

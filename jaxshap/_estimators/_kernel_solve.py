@@ -31,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.linalg import cho_factor, cho_solve
 
+from .._runtime._host_lapack import spd_inverse
 from .._runtime._lapack_order import after
 from ._control_variates import odd_kernel, walsh_controls
 from ._precision import full_precision
@@ -96,10 +97,10 @@ def _inflation(one_minus_h, xp=jnp):
 
 
 def _spd_inverse(h, deps: Any, xp):
-    """The inverse of a symmetric positive-definite matrix: by Cholesky in JAX (after ``deps``),
-    by LU on the host (NumPy has no Cholesky inverse; float64 there)."""
+    """The inverse of a symmetric positive-definite matrix by Cholesky: in JAX after ``deps``, or
+    on the host in float64 (:func:`jaxshap._runtime._host_lapack.spd_inverse`)."""
     if xp is np:
-        return np.linalg.inv(h)
+        return spd_inverse(h)
     return cho_solve(cho_factor(after(h, deps), lower=True), jnp.eye(h.shape[0], dtype=h.dtype))
 
 
