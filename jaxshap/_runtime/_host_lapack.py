@@ -8,8 +8,9 @@ it measured 33 ms against 77 ms. NumPy's wheels carry a complete OpenBLAS, LAPAC
 same, but importing ``scipy.linalg`` costs about 0.4 s in a fresh process, more than the whole
 factorisation of a one-off job). The routines are looked up in the OpenBLAS libraries the process
 has loaded (:mod:`jaxshap._runtime._threads`), under the symbol names of NumPy's wheels
-(``scipy_`` prefix, 64-bit integers, ``64_`` suffix) and of plain LP64 builds; the first use
-checks them against ``np.linalg.inv`` on a small matrix. Where they are missing, fail that check,
+(``scipy_`` prefix, 64-bit integers, ``64_`` suffix) and of plain LP64 builds, with the integer
+width the library's ``openblas_get_config`` reports; the first use checks them against
+``np.linalg.inv`` on a small matrix. Where they are missing, fail that check,
 or report the matrix as not positive definite, ``np.linalg.inv`` is used instead.
 """
 
@@ -39,7 +40,12 @@ def _lookup():
         for prefix, suffix, itype in _NAMES:
             potrf = getattr(lib, f"{prefix}dpotrf_{suffix}", None)
             potri = getattr(lib, f"{prefix}dpotri_{suffix}", None)
-            if potrf is not None and potri is not None:
+            config = getattr(lib, f"{prefix}openblas_get_config{suffix}", None)
+            if potrf is not None and potri is not None and config is not None:
+                # the integer width must be the build's: a mismatch would crash, not just err
+                config.restype, config.argtypes = ctypes.c_char_p, []
+                if (b"USE64BITINT" in (config() or b"")) != (itype is ctypes.c_int64):
+                    continue
                 for fn in (potrf, potri):
                     # uplo, n, a, lda, info, and the length of uplo (Fortran's hidden argument)
                     fn.argtypes = [ctypes.c_char_p, ctypes.POINTER(itype), ctypes.c_void_p,
