@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 from functools import partial
 
 import jax
 import jax.numpy as jnp
+
 import numpy as np
 import pytest
 
@@ -656,7 +658,7 @@ def test_host_plan_is_a_pure_function_of_the_key():
     np.testing.assert_array_equal(np.asarray(given[0]), _draw("host", plan, key)[0])
 
 
-def test_a_plan_drawn_while_the_program_compiles_is_the_plan():
+def test_a_plan_drawn_while_the_program_compiles_is_the_plan(monkeypatch):
     """A call whose plan is not cached computes it on a worker thread while the block program
     compiles (with placeholders of the plan's shapes): one compilation of the program, and the
     values of a call whose plan was cached, to the bit."""
@@ -671,10 +673,18 @@ def test_a_plan_drawn_while_the_program_compiles_is_the_plan():
     ex = jaxshap.KernelExplainer(model, background, 200)
     key = jax.random.key(8123)
     _host_plan._cache.clear()
+    threads = []
+    host_plan = _host_plan.host_plan
+
+    def recorded(*args):
+        threads.append(threading.current_thread().name)
+        return host_plan(*args)
+
+    monkeypatch.setattr(_host_plan, "host_plan", recorded)
     with CountCompiles() as compiles:
         first = ex(X, key=key)
     assert compiles.names.count("jit(block_program)") == 1, compiles.names
-    assert _host_plan._worker, "the plan was not computed on the worker thread"
+    assert len(threads) == 1 and threads[0].startswith("jaxshap-plan"), threads
     again = ex(X, key=key)  # the plan is cached now: no thread, no placeholders
     np.testing.assert_array_equal(np.asarray(first.values), np.asarray(again.values))
     np.testing.assert_array_equal(np.asarray(first.stderr), np.asarray(again.stderr))

@@ -20,6 +20,7 @@ does not depend on it) and every block, chunk and device of a call see the same 
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import threading
 from collections import OrderedDict
 from typing import Any
@@ -38,7 +39,8 @@ CACHE_SIZE = 4
 
 _cache: OrderedDict = OrderedDict()
 _lock = threading.Lock()
-_worker: list[concurrent.futures.ThreadPoolExecutor] = []
+_worker: dict = {}
+"""The worker thread's executor and the process it belongs to (a forked child starts its own)."""
 
 
 def _raw_bits(key: jax.Array) -> jax.Array:
@@ -119,9 +121,11 @@ def plan_leaves_soon(key: jax.Array, plan, controls: tuple = (), *, dtype=jnp.fl
     if leaves is not None:
         return tuple(leaves), None
     with _lock:
-        if not _worker:
-            _worker.append(concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="jaxshap-plan"))
-    future = _worker[0].submit(lambda: tuple(host_plan(bits, plan, controls, dtype)))
+        if _worker.get("pid") != os.getpid():
+            _worker["pid"] = os.getpid()
+            _worker["executor"] = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="jaxshap-plan")
+        executor = _worker["executor"]
+    future = executor.submit(lambda: tuple(host_plan(bits, plan, controls, dtype)))
     structs, _ = _structure(plan, controls, dtype.str)
     return tuple(np.zeros(s.shape, s.dtype) for s in structs), future
 
