@@ -57,27 +57,11 @@ def walsh_controls(masks, order: int, dtype):
     return _namespace(u).prod(cols, axis=-1) - cols.sum(-1) / order
 
 
-def _esym(t, n: int, k: int):
-    r"""Elementary symmetric polynomial :math:`e_k` of ``n`` signs summing to ``t`` (elementwise).
-
-    Newton's identities with the power sums of signs: :math:`p_i = t` for odd ``i`` and ``n`` for even ``i``.
-    """
-    xp = _namespace(t)
-    e = [xp.ones_like(t)]
-    for j in range(1, k + 1):
-        acc = xp.zeros_like(t)
-        for i in range(1, j + 1):
-            p = t if i % 2 else xp.full_like(t, float(n))
-            acc = acc + (-1) ** (i - 1) * e[j - i] * p
-        e.append(acc / j)
-    return e[k]
-
-
 def _esym_polynomial(n: int, k: int) -> np.ndarray:
     r"""Coefficients ``c [k + 1]`` (lowest first) of :math:`e_k` of ``n`` signs as a polynomial of their sum ``t``.
 
-    The same Newton identities as :func:`_esym`, on coefficient vectors (exact in float64 for
-    the small orders used here).
+    Newton's identities with the power sums of signs, :math:`p_i = t` for odd ``i`` and ``n`` for
+    even ``i``, on coefficient vectors (exact in float64 for the small orders used here).
     """
     e = [np.array([1.0])]
     for j in range(1, k + 1):
@@ -88,6 +72,16 @@ def _esym_polynomial(n: int, k: int) -> np.ndarray:
             acc[: len(term)] += (-1) ** (i - 1) * term
         e.append(acc / j)
     return e[k]
+
+
+def _esym(t, n: int, k: int):
+    r"""Elementary symmetric polynomial :math:`e_k` of ``n`` signs summing to ``t`` (elementwise):
+    :func:`_esym_polynomial` evaluated by Horner's rule."""
+    coef = _esym_polynomial(n, k)
+    out = _namespace(t).full_like(t, coef[k])
+    for c in coef[k - 1 :: -1]:
+        out = out * t + c
+    return out
 
 
 @full_precision
