@@ -9,7 +9,6 @@ from functools import partial
 
 import jax
 import jax.numpy as jnp
-
 import numpy as np
 import pytest
 

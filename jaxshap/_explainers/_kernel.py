@@ -275,14 +275,12 @@ class KernelExplainer(Explainer):
         core._shared_plan = leaves
         if future is None:
             return core
-        shapes = self._core()
-        shapes._shared_plan = leaves
 
-        def result():
+        def result():  # after the program is compiled with the placeholders
             core._shared_plan = future.result()
             return core
 
-        return Deferred(shapes, result)
+        return Deferred(core, result)
 
     def _run(self, X, key, offset, devices, bar, blocked):
         """Explain validated rows (see :meth:`jaxshap.Explainer._run`), in rounds when ``"auto"``.

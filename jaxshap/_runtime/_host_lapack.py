@@ -3,7 +3,7 @@ r"""The inverse of a symmetric positive-definite matrix on the host, through its
 NumPy has no Cholesky inverse: ``np.linalg.inv`` factorises by LU with pivoting and then inverts
 the factors, about :math:`2 n^3` flops. LAPACK's ``dpotrf`` (:math:`A = L L^T`) followed by
 ``dpotri`` (:math:`A^{-1}` from :math:`L`) takes about :math:`n^3`; at ``n = 1024`` on one thread
-it measured 33 ms against 77 ms. NumPy's wheels carry a complete OpenBLAS, LAPACK included, and
+it measured 27 ms against 81 ms. NumPy's wheels carry a complete OpenBLAS, LAPACK included, and
 :func:`spd_inverse` calls those two routines through :mod:`ctypes` (SciPy's wrappers would do the
 same, but importing ``scipy.linalg`` costs about 0.4 s in a fresh process, more than the whole
 factorisation of a one-off job). The routines are looked up in the OpenBLAS libraries the process
@@ -17,12 +17,11 @@ or report the matrix as not positive definite, ``np.linalg.inv`` is used instead
 from __future__ import annotations
 
 import ctypes
-import os
 import threading
 
 import numpy as np
 
-from ._threads import _loaded_openblas
+from ._threads import _loaded_openblas, loaded_library
 
 _FOUND: list = []
 """``[(potrf, potri, int type)]`` once looked up (``[None]`` when unavailable)."""
@@ -33,11 +32,8 @@ _NAMES = (("scipy_", "64_", ctypes.c_int64), ("", "64_", ctypes.c_int64), ("", "
 def _lookup():
     """``(potrf, potri, int type)`` from a loaded OpenBLAS, or ``None``."""
     for path in _loaded_openblas():
-        try:
-            lib = ctypes.CDLL(path, mode=getattr(os, "RTLD_NOLOAD", 0) | getattr(os, "RTLD_LAZY", 1))
-        except OSError:
-            continue
-        for prefix, suffix, itype in _NAMES:
+        lib = loaded_library(path)
+        for prefix, suffix, itype in _NAMES if lib is not None else ():
             potrf = getattr(lib, f"{prefix}dpotrf_{suffix}", None)
             potri = getattr(lib, f"{prefix}dpotri_{suffix}", None)
             config = getattr(lib, f"{prefix}openblas_get_config{suffix}", None)

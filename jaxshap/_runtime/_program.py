@@ -57,7 +57,8 @@ class Deferred:
     """An explainer whose arrays are still being computed on another thread.
 
     ``shapes`` is the explainer with placeholder arrays of the final shapes and dtypes (enough to
-    compile the program) and ``result()`` waits for the explainer itself. :func:`run_rows`
+    compile the program) and ``result()`` waits for the explainer itself (it may fill the same
+    object in place, once the program is compiled). :func:`run_rows`
     compiles its first block's program with ``shapes`` before it waits, so on a multi-core CPU
     the host work (KernelExplainer's shared plan, :mod:`jaxshap._estimators._host_plan`) overlaps
     the compilation of a cold call.

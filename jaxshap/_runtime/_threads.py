@@ -58,14 +58,19 @@ def _loaded_openblas() -> list[str]:
     return _SCAN["paths"]
 
 
+def loaded_library(path: str) -> ctypes.CDLL | None:
+    """A handle on a library the process has already loaded (never loads one), or ``None``."""
+    try:
+        return ctypes.CDLL(path, mode=getattr(os, "RTLD_NOLOAD", 0) | getattr(os, "RTLD_LAZY", 1))
+    except OSError:
+        return None
+
+
 def _functions(path: str) -> tuple | None:
     """``(get, set)`` thread-count functions of one loaded OpenBLAS, or ``None`` if it has none."""
     if path not in _HANDLES:
         found = None
-        try:
-            lib = ctypes.CDLL(path, mode=getattr(os, "RTLD_NOLOAD", 0) | getattr(os, "RTLD_LAZY", 1))
-        except OSError:
-            lib = None
+        lib = loaded_library(path)
         for prefix in _PREFIXES if lib is not None else ():
             for suffix in _SUFFIXES:
                 get = getattr(lib, f"{prefix}openblas_get_num_threads{suffix}", None)
