@@ -82,7 +82,9 @@ def _draw(where, plan, key):
 
 
 @pytest.mark.parametrize("where", SAMPLING)
-@pytest.mark.parametrize("m,n,sampler", [(9, 61, "paired"), (10, 301, "leverage"), (6, 30, "leverage")])
+@pytest.mark.parametrize(
+    "m,n,sampler", [(9, 61, "paired"), (10, 301, "leverage"), (6, 30, "leverage"), (12, 150, "middle"), (11, 90, "middle")]
+)
 def test_plan_weights_distinct_and_paired(m, n, sampler, where):
     plan = kernel_plan(m, n, sampler)
     masks, weights = _draw(where, plan, jax.random.key(3))
@@ -251,6 +253,7 @@ def _runs(value_fn, m, n, sampler, n_keys=300, third_order=False):
         ("leverage", (80,), False),
         ("paired", (80, 200), True),
         ("leverage", (200,), True),
+        ("middle", (80, 200), True),
     ],
 )
 def test_error_falls_with_budget_and_stderr_is_calibrated(game8, sampler, budgets, third):
@@ -399,22 +402,26 @@ def test_third_order_auto_follows_the_budget():
     assert jaxshap.KernelExplainer(model, bg, 2 * 31 + 2, third_order=True).third_order
 
 
-def test_sampler_auto_uses_leverage_with_controls_at_large_budgets():
-    from jaxshap._explainers._kernel import AUTO_LEVERAGE_UNITS
+def test_sampler_auto_follows_the_controls_and_the_budget():
+    from jaxshap._explainers._kernel import AUTO_MIDDLE_TERMS
 
-    m = 31
+    m = 12
     params, bg, X = make_problem(m)
     model = partial(jax_mlp, params)
     sampler = lambda budget, **kw: jaxshap.KernelExplainer(model, bg, budget, **kw).sampler
-    large = AUTO_LEVERAGE_UNITS * m
-    assert sampler(None) == "leverage"  # the default budget, 2 M + 2048, with the controls on
-    assert sampler(large) == "leverage" and sampler(large - 1) == "paired"
-    assert sampler(large, third_order=False) == "paired"  # plain KernelSHAP keeps shap's sampling
-    assert sampler(large, sampler="paired") == "paired" and sampler(64, sampler="leverage") == "leverage"
+    terms = int(AUTO_MIDDLE_TERMS * math.comb(m, 3))  # 330 coalitions for 220 third-order terms
+    assert sampler(5 * m) == "middle" and sampler(terms) == "middle"  # the controls interpolate
+    assert sampler(terms + 1) == "leverage" and sampler(None) == "leverage"  # past them, leverage
+    assert sampler(2 * m + 2) == "paired"  # no controls at shap's smallest budget
+    assert sampler(terms, third_order=False) == "paired"  # plain KernelSHAP keeps shap's sampling
+    assert sampler(terms, sampler="paired") == "paired" and sampler(64, sampler="leverage") == "leverage"
+    wide = make_problem(31)
+    assert jaxshap.KernelExplainer(partial(jax_mlp, wide[0]), wide[1]).sampler == "middle"  # 4495 terms
     # "auto" is the same estimator as naming the sampler it chose: identical values for one key
-    auto = jaxshap.KernelExplainer(model, bg, large)(X[:2], key=4)
-    named = jaxshap.KernelExplainer(model, bg, large, sampler="leverage")(X[:2], key=4)
-    np.testing.assert_array_equal(np.asarray(auto.values), np.asarray(named.values))
+    for budget, name in ((terms, "middle"), (terms + 1, "leverage")):
+        auto = jaxshap.KernelExplainer(model, bg, budget)(X[:2], key=4)
+        named = jaxshap.KernelExplainer(model, bg, budget, sampler=name)(X[:2], key=4)
+        np.testing.assert_array_equal(np.asarray(auto.values), np.asarray(named.values))
 
 
 def test_bad_budget_in_the_kernel():
@@ -558,6 +565,35 @@ def test_third_order_in_kernel_form_beyond_16_features():
         err[third] = float(((phi - exact) ** 2).mean())
     # about 180 sampled pairs for 1140 terms: the ridge fit removes roughly the share the sample can identify
     assert err[True] < err[False] / 1.5, err
+
+
+@pytest.mark.parametrize("m,n", [(12, 60), (20, 400)])
+def test_middle_sizes_help_the_controls_while_terms_outnumber_pairs(m, n):
+    """With more third-order terms than sampled pairs (220 for 18 at M = 12; 1140 for about 180
+    at M = 20), the middle design, on the same budget and game, leaves less of a random cubic
+    game's error than uniform sizes (leverage) or kernel-proportional ones (paired); and every
+    layer keeps at least one pair."""
+    rng = np.random.default_rng(m)
+    lin = rng.normal(size=m)
+    t = np.array(list(itertools.combinations(range(m), 3)))
+    coef = rng.normal(size=len(t)) * 0.1
+
+    def game(masks):
+        u = 2.0 * masks.astype(jnp.float32) - 1.0
+        return u @ lin + jnp.prod(u[:, t], axis=-1) @ coef.astype(np.float32)
+
+    exact = 2 * lin
+    np.add.at(exact, t.ravel(), np.repeat(2 * coef / 3, 3))
+    err = {}
+    for sampler in ("paired", "leverage", "middle"):
+        run = jax.jit(jax.vmap(lambda k: kernel_shapley(k, game, m, n, sampler=sampler, third_order=True)[0]))
+        phi = np.asarray(run(jax.random.split(jax.random.key(5), 24)), np.float64)
+        err[sampler] = float(((phi - exact) ** 2).mean())
+    assert err["middle"] < min(err["paired"], err["leverage"]) / 1.2, err
+    plan = kernel_plan(m, n, "middle")
+    inner = [st.n_pairs for st in plan.strata if st.size >= m // 2 - 1]
+    assert sum(inner) >= 0.8 * sum(st.n_pairs for st in plan.strata) - len(plan.strata)
+    assert min(st.n_pairs for st in plan.strata) >= 1
 
 
 def test_cached_plans_survive_switching_x64():

@@ -17,7 +17,7 @@ size-1 layer when it fits and sample the other layers *pooled*: each pair picks 
 random in proportion to the sampler's mass, with Hansen-Hurwitz (importance) weights
 (:class:`Pooled`), so the weighted sums stay unbiased at any budget of at least one pair.
 
-The two samplers differ only in how the sampled pairs are shared among strata:
+The samplers differ only in how the sampled pairs are shared among strata:
 
 * ``"paired"``: in proportion to the layer's kernel mass ``sum_{|S| = s} k(M, s) = (M - 1) / (s (M - s))``
   (KernelSHAP with paired sampling; Covert & Lee, 2021, "Improving KernelSHAP: practical Shapley
@@ -26,6 +26,17 @@ The two samplers differ only in how the sampled pairs are shared among strata:
   Shapley regression all coalitions of one size have the same leverage score, ``1 / C(M, s)``
   up to a constant, so every size carries the same mass and sizes are sampled uniformly
   (Musco & Witter, 2025, "Provably accurate Shapley value estimation via leverage score sampling").
+* ``"middle"``: :data:`MIDDLE_SHARE` of the mass on the two innermost layers (the sizes nearest
+  ``M / 2``), the rest spread as in ``"leverage"``, so every layer keeps a share that grows with
+  the budget and the estimate stays consistent. It is meant for the third-order control
+  variates while their terms outnumber the sampled pairs: the surrogate then interpolates the
+  sample, and its error is the part of the ``C(M, 3)`` coefficients the sample leaves
+  undetermined. A residualised third-order term is zero on most coalitions of size 1 or
+  ``M - 1`` and varies most near ``M / 2``, so a middle-sized pair pins down more of those
+  coefficients (the posterior variance of the Shapley values under an isotropic prior on them
+  ranks the designs the same way as the measured errors). Once the sampled pairs outnumber the
+  terms the surrogate is determined, higher orders dominate the error and this design loses
+  (up to 5x higher squared error than leverage at ``M = 12``, 2072 coalitions).
 
 Everything is keyed and shape-static: the number of coalitions per stratum is fixed by the plan.
 """
@@ -41,7 +52,15 @@ import jax.numpy as jnp
 import numpy as np
 from ._static_cache import static_cache
 
-SAMPLERS = ("paired", "leverage")
+SAMPLERS = ("paired", "leverage", "middle")
+
+MIDDLE_SHARE = 0.8
+"""The share of the ``"middle"`` sampler's mass on the two innermost layers. Measured with the
+third-order controls at 5, 10 and 20 coalitions per feature (squared error against the leverage
+or paired design the explainer used before): 1.2x to 1.5x lower on MLP games at ``M = 12`` and
+16 (12 seeds) and 1.1x to 1.9x on XGBoost games at ``M = 30`` to 100 (6 seeds); shares of 0.6
+to 0.9 gave much the same, and all of it (no share for the other layers beyond their one pair)
+was little better and is not consistent."""
 
 # Layers with more coalitions than this are sampled uniformly *with* replacement (ranks would not
 # fit in int32); the chance that two of n draws coincide is below n**2 / 2**31 there.
@@ -148,7 +167,7 @@ class KernelPlan:
     Attributes:
       n_features: ``M``.
       n_coalitions: coalitions sampled or enumerated (``C``; the empty and full ones excluded).
-      sampler: ``"paired"`` or ``"leverage"``.
+      sampler: ``"paired"``, ``"leverage"`` or ``"middle"``.
       enum_masks: ``[E, M]`` boolean, the enumerated coalitions (they come first).
       enum_weights: ``[E]`` their kernel weights.
       strata: the sampled layers, in layout order after the enumerated coalitions.
@@ -196,10 +215,20 @@ def _layers(m: int) -> list[tuple[int, bool, int]]:
     return out
 
 
+def _innermost(m: int, s: int) -> bool:
+    """Whether the layer ``{s, M - s}`` is one of the two nearest ``M / 2``."""
+    return s >= m // 2 - 1
+
+
 def _layer_mass(m: int, s: int, middle: bool, sampler: str) -> float:
+    """The sampler's mass of the layer ``{s, M - s}`` (per size: a two-sided layer counts twice)."""
     sides = 1 if middle else 2
     if sampler == "leverage":
         return float(sides)
+    if sampler == "middle":
+        inner = sum(1 for t in range(1, m) if _innermost(m, min(t, m - t)))  # sizes in the two layers
+        spread = (1 - MIDDLE_SHARE) / (m - 1) + (MIDDLE_SHARE / inner if _innermost(m, s) else 0.0)
+        return sides * spread
     return sides * (m - 1) / (s * (m - s))
 
 
@@ -240,6 +269,10 @@ def kernel_plan(n_features: int, n_coalitions: int, sampler: str = "paired") -> 
     least one pair to spare (``2 M + 2``, shap's smallest useful budget) and sample the other
     layers together, with replacement (:class:`Pooled`).
 
+    ``sampler`` shares the sampled pairs among the layers: ``"paired"`` in proportion to the
+    kernel mass, ``"leverage"`` uniformly over sizes, ``"middle"`` mostly at the sizes nearest
+    ``M / 2`` (the module docstring says when each pays).
+
     Raises:
       ValueError: for an unknown sampler or a budget below :func:`min_coalitions`.
     """
@@ -257,7 +290,10 @@ def kernel_plan(n_features: int, n_coalitions: int, sampler: str = "paired") -> 
     layers = _layers(m)
     left = budget
     n_enum = 0
-    mass = [_layer_mass(m, s, middle, sampler) for (s, middle, _) in layers]
+    # Which layers to enumerate: the middle sampler decides as leverage does (its own mass would
+    # leave a small layer that the budget nearly covers to a few heavily weighted pairs).
+    enum_by = "leverage" if sampler == "middle" else sampler
+    mass = [_layer_mass(m, s, middle, enum_by) for (s, middle, _) in layers]
     for i, (_, _, count) in enumerate(layers):
         later = [c for (_, _, c) in layers[i + 1 :]]
         if count + sum(later) <= left:  # everything left fits: enumerate it all

@@ -166,8 +166,9 @@ def kernel_shapley(
       n_coalitions: coalitions other than the empty and the full one (static; capped at
         ``2**M - 2``; at least :func:`jaxshap.coalitions.min_kernel_coalitions`, one pair; small
         budgets sample pooled layers, see :func:`jaxshap.coalitions.kernel_plan`).
-      sampler: ``"paired"`` (strata in proportion to kernel mass) or ``"leverage"`` (uniform
-        over sizes; Musco & Witter, 2025).
+      sampler: ``"paired"`` (strata in proportion to kernel mass), ``"leverage"`` (uniform
+        over sizes; Musco & Witter, 2025) or ``"middle"`` (mostly the sizes nearest ``M / 2``,
+        for the third-order controls; see :func:`jaxshap.coalitions.kernel_plan`).
       third_order: add the third-order Fourier terms as control variates (static; see
         :func:`kernel_solve`). Same evaluations, far lower error for ``M`` up to about 16.
       controls: ``((order, relative_ridge), ...)``, the control variates in full (static; see

@@ -70,7 +70,7 @@ def kernel_interactions(
       n_coalitions: coalitions other than the empty and the full one (static; capped at
         ``2**M - 2``, where the result is exact); at least the number of unknowns plus one.
       order: ``k`` (static).
-      sampler: ``"paired"`` or ``"leverage"`` (see :func:`jaxshap.coalitions.kernel_plan`).
+      sampler: ``"paired"``, ``"leverage"`` or ``"middle"`` (see :func:`jaxshap.coalitions.kernel_plan`).
 
     Returns:
       ``(terms, stderr, v_empty, v_full)``: ``terms[t - 1]`` and ``stderr[t - 1]`` are dense
