@@ -97,7 +97,10 @@ def _cells(kind, m, budgets, seeds, n_bg, n_rows, quick):
             numpy_model = model
         for budget in budgets:
             err, secs, controls = {}, {}, None
-            for label, kwargs in (("default", {}), ("plain", {"third_order": False})):
+            # "sizes": the defaults' controls with the paired or leverage sizes (what "auto" took
+            # before the middle design), to show what the design itself gives
+            sizes = {"sampler": "leverage" if budget >= 10 * m else "paired"}
+            for label, kwargs in (("default", {}), ("plain", {"third_order": False}), ("sizes", sizes)):
                 ex = jaxshap.KernelExplainer(model, background, budget, **kwargs)
                 controls = ex.third_order if controls is None else controls
                 values = np.asarray(ex(X, key=jax.random.key(seed)).values, np.float64)
@@ -142,6 +145,7 @@ def run(quick: bool = False) -> dict:
                     "controls on": sel[0]["third_order"],
                     "mse default": mean("jaxshap default"),
                     "mse plain paired": mean("jaxshap plain"),
+                    "mse controls, paired/leverage sizes": mean("jaxshap sizes"),
                     "mse shap": mean("shap"),
                     "mse shapiq kernel": mean("shapiq kernel"),
                     "mse shapiq perm": mean("shapiq permutation"),
@@ -149,6 +153,7 @@ def run(quick: bool = False) -> dict:
                     "best other / default": mean(best) / mean("jaxshap default"),
                     "shap / default": mean("shap") / mean("jaxshap default"),
                     "plain / default": mean("jaxshap plain") / mean("jaxshap default"),
+                    "paired/leverage sizes / default": mean("jaxshap sizes") / mean("jaxshap default"),
                     "time default / plain": mean("s default") / mean("s plain"),
                 }
             )
@@ -159,6 +164,9 @@ def run(quick: bool = False) -> dict:
         "Budget = coalitions besides the empty and full ones (shap's nsamples); shapiq gets budget + 2 "
         "(it counts those two). shap: l1_reg=False. shapiq 1.4.1: KernelSHAP (pairing trick) and "
         "PermutationSamplingSV; it has no RegressionMSR (added in later shapiq releases).",
+        "paired/leverage sizes: the default's controls with sizes as sampler='paired' (below 10M) or "
+        "'leverage' (from 10M) share them; the default takes sampler='middle' wherever the controls are on here "
+        "(at most 1.5 coalitions per third-order term).",
         "time default / plain: warm wall time of KernelExplainer defaults over third_order=False on the "
         "same rows (includes the model evaluations; the XGBoost model runs on the host).",
     ]
