@@ -84,7 +84,8 @@ def _draw(where, plan, key):
 
 @pytest.mark.parametrize("where", SAMPLING)
 @pytest.mark.parametrize(
-    "m,n,sampler", [(9, 61, "paired"), (10, 301, "leverage"), (6, 30, "leverage"), (12, 150, "middle"), (11, 90, "middle")]
+    "m,n,sampler",
+    [(9, 61, "paired"), (10, 301, "leverage"), (6, 30, "leverage"), (12, 150, "middle"), (11, 90, "middle")],
 )
 def test_plan_weights_distinct_and_paired(m, n, sampler, where):
     plan = kernel_plan(m, n, sampler)

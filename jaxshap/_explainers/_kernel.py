@@ -45,11 +45,12 @@ AUTO_MIDDLE_TERMS = 1.5
 """``sampler="auto"`` takes the ``"middle"`` design (most pairs at the sizes nearest ``M / 2``;
 :data:`jaxshap._coalitions._kernel_sampling.MIDDLE_SHARE`) while the controls are on and the
 budget is at most this many coalitions per third-order term (``1.5 C(M, 3)``: fewer sampled
-pairs than terms, so the surrogate interpolates the sample). Measured against the leverage or paired design it replaces
-(squared error, third-order controls on): 1.2x to 1.8x lower on MLP games at M = 12 to 16 at
-5 M to 20 M coalitions (12 seeds), 1.2x to 1.9x on XGBoost games at M = 30 to 100 from 5 M
-coalitions to the default budget (6 seeds); near one pair per term the gain fades (1.0x to 1.1x)
-and past it the middle design loses (about 0.5x at 1.2 to 1.9 pairs per term)."""
+pairs than terms, so the surrogate interpolates the sample). Measured against the leverage or
+paired design it replaces (squared error, third-order controls on): 1.2x to 1.8x lower on MLP
+games at M = 12 to 16 at 5 M to 20 M coalitions (12 seeds), 1.2x to 1.9x on XGBoost games at
+M = 30 to 100 from 5 M coalitions to the default budget (6 seeds); near one pair per term the
+gain fades (1.0x to 1.1x) and past it the middle design loses (about 0.5x at 1.2 to 1.9 pairs
+per term)."""
 
 
 def auto_sampler(n_features: int, n_coalitions: int, controls: bool) -> str:
