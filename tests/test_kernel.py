@@ -16,7 +16,7 @@ import jaxshap
 from jaxshap.coalitions import kernel_plan, kernel_weight, min_kernel_coalitions, sample_kernel_coalitions
 from jaxshap.estimators import kernel_shapley, kernel_solve
 from jaxshap._coalitions._host_sampling import host_coalitions
-from jaxshap._coalitions._kernel_sampling import MIDDLE_SHARE
+from jaxshap._coalitions._kernel_sampling import MIDDLE_SHARE, _innermost
 from oracle import shapley_from_game
 
 
@@ -542,24 +542,28 @@ def test_unidentified_budget_gives_infinite_stderr_and_efficiency():
     np.testing.assert_allclose(np.asarray(expl.values).sum(1) + np.asarray(expl.base_values), fx, atol=1e-4)
 
 
-def test_third_order_in_kernel_form_beyond_16_features():
-    """At M = 20 (1140 triples, more than the 400 coalitions) the controls run in kernel form and
-    still take most of a cubic game's error out (every triple has a small random coefficient)."""
-    m = 20
-    rng = np.random.default_rng(2)
+def _random_cubic_game(m, rng):
+    """A game exactly cubic in ``u = 2 z - 1``: a linear part and every triple with a small random
+    coefficient (``rng`` draws the linear part, then the triples'). Returns ``(game, exact)``,
+    ``exact`` the Shapley values (2 per linear unit, 2/3 of a triple's coefficient to each member)."""
     lin = rng.normal(size=m)
-    trip = list(itertools.combinations(range(m), 3))
-    coef = rng.normal(size=len(trip)) * 0.1
-
-    t = np.array(trip)
+    t = np.array(list(itertools.combinations(range(m), 3)))
+    coef = rng.normal(size=len(t)) * 0.1
 
     def game(masks):
         u = 2.0 * masks.astype(jnp.float32) - 1.0
         return u @ lin + jnp.prod(u[:, t], axis=-1) @ coef.astype(np.float32)
 
     exact = 2 * lin
-    for (a, b, d), c in zip(trip, coef):
-        exact[[a, b, d]] += 2 * c / 3
+    np.add.at(exact, t.ravel(), np.repeat(2 * coef / 3, 3))
+    return game, exact
+
+
+def test_third_order_in_kernel_form_beyond_16_features():
+    """At M = 20 (1140 triples, more than the 400 coalitions) the controls run in kernel form and
+    still take most of a cubic game's error out (every triple has a small random coefficient)."""
+    m = 20
+    game, exact = _random_cubic_game(m, np.random.default_rng(2))
     err = {}
     for third in (False, True):
         run = jax.jit(jax.vmap(lambda k: kernel_shapley(k, game, m, 400, third_order=third)[0]))
@@ -575,17 +579,7 @@ def test_middle_sizes_help_the_controls_while_terms_outnumber_pairs(m, n):
     at M = 20), the middle design, on the same budget and game, leaves less of a random cubic
     game's error than uniform sizes (leverage) or kernel-proportional ones (paired); and every
     layer keeps at least one pair."""
-    rng = np.random.default_rng(m)
-    lin = rng.normal(size=m)
-    t = np.array(list(itertools.combinations(range(m), 3)))
-    coef = rng.normal(size=len(t)) * 0.1
-
-    def game(masks):
-        u = 2.0 * masks.astype(jnp.float32) - 1.0
-        return u @ lin + jnp.prod(u[:, t], axis=-1) @ coef.astype(np.float32)
-
-    exact = 2 * lin
-    np.add.at(exact, t.ravel(), np.repeat(2 * coef / 3, 3))
+    game, exact = _random_cubic_game(m, np.random.default_rng(m))
     err = {}
     for sampler in ("paired", "leverage", "middle"):
         run = jax.jit(jax.vmap(lambda k: kernel_shapley(k, game, m, n, sampler=sampler, third_order=True)[0]))
@@ -593,7 +587,7 @@ def test_middle_sizes_help_the_controls_while_terms_outnumber_pairs(m, n):
         err[sampler] = float(((phi - exact) ** 2).mean())
     assert err["middle"] < min(err["paired"], err["leverage"]) / 1.2, err
     plan = kernel_plan(m, n, "middle")
-    inner = [st.n_pairs for st in plan.strata if st.size >= m // 2 - 1]
+    inner = [st.n_pairs for st in plan.strata if _innermost(m, st.size)]
     assert sum(inner) >= MIDDLE_SHARE * sum(st.n_pairs for st in plan.strata) - len(plan.strata)
     assert min(st.n_pairs for st in plan.strata) >= 1
 
