@@ -18,19 +18,19 @@ Public API (everything else is private):
 
 from . import coalitions, datasets, estimators, maskers, plots
 from ._explainers._amortized import AmortizedExplainer
-from ._runtime._cache import enable_compilation_cache
-from ._runtime._chunking import DEFAULT_MEMORY_BUDGET
+from ._platform._cache import enable_compilation_cache
+from ._core._chunking import DEFAULT_MEMORY_BUDGET
 from ._explainers._auto import Explainer
 from ._explainers._exact import ExactExplainer
 from ._explainers._gradient import GradientExplainer, integrated_gradients
-from ._explanation import Explanation
+from ._result._explanation import Explanation
 from ._effects._functional_anova import FunctionalANOVA, functional_anova
 from ._effects._hstats import HStatistics, h_statistic
 from ._explainers._kernel import KernelExplainer
 from ._explainers._linear import LinearExplainer
 from ._effects._partial_dependence import PartialDependence, partial_dependence
 from ._explainers._permutation import PermutationExplainer
-from ._tree import TreeExplainer
+from ._explainers._tree import TreeExplainer
 
 __version__ = "0.1.0"
 

@@ -62,7 +62,7 @@ def test_inf_model_output_also_raises():
 
 
 def test_check_finite_outputs_names_rows():
-    from jaxshap._runtime._inputs import check_finite_outputs
+    from jaxshap._core._inputs import check_finite_outputs
 
     check_finite_outputs(np.ones((4, 2)), "`model`")
     values = np.ones((6, 2))
@@ -303,7 +303,7 @@ def test_float64_values_beyond_float32_range_say_so():
 
 
 def test_memory_budget_bool_rejected_by_helper():
-    from jaxshap._runtime._chunking import check_memory_budget
+    from jaxshap._core._chunking import check_memory_budget
 
     assert check_memory_budget(1024) == 1024
     for bad in (True, 0, -5, 1.5, "1GB"):
@@ -312,7 +312,7 @@ def test_memory_budget_bool_rejected_by_helper():
 
 
 def test_single_threaded_blas_caps_and_restores():
-    from jaxshap._runtime import _threads
+    from jaxshap._platform import _threads
 
     np.ones((64, 64)) @ np.ones((64, 64))  # NumPy's OpenBLAS is loaded
     libs = [f for f in map(_threads._functions, _threads._loaded_openblas()) if f is not None]
@@ -328,7 +328,7 @@ def test_single_threaded_blas_caps_and_restores():
 def test_host_spd_inverse_is_the_inverse(n):
     """The host plan's Cholesky inverse (LAPACK potrf + potri through ctypes, mirrored block by
     block) against the definition, for sizes around its block of 128."""
-    from jaxshap._runtime._host_lapack import spd_inverse
+    from jaxshap._platform._host_lapack import spd_inverse
 
     rng = np.random.default_rng(n)
     a = rng.normal(size=(n, n + 3))
@@ -340,7 +340,7 @@ def test_host_spd_inverse_is_the_inverse(n):
 
 
 def test_host_spd_inverse_uses_lapack_and_falls_back_when_not_definite():
-    from jaxshap._runtime import _host_lapack
+    from jaxshap._platform import _host_lapack
 
     np.ones((64, 64)) @ np.ones((64, 64))  # NumPy's OpenBLAS is loaded
     if not _host_lapack._loaded_openblas():

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import jaxshap
-import jaxshap._runtime._chunking as chunking
-from jaxshap._runtime._rows import RowExplainer
+import jaxshap._core._chunking as chunking
+from jaxshap._engine._rows import RowExplainer
 from conftest import CountCompiles
 
 # Different chunk and block shapes may reorder float32 sums inside the model (last-bit changes);

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 import jaxshap
-from jaxshap._runtime import _chunking as chunking
-from jaxshap._runtime._pytree import Static, merge, split
+from jaxshap._core import _chunking as chunking
+from jaxshap._core._pytree import Static, merge, split
 from oracle import interventional_shapley
 from conftest import CountCompiles
 
@@ -290,7 +290,7 @@ def test_linear_explainer_runs_on_the_shared_runtime(data, monkeypatch):
     coef, b = rng.normal(size=M).astype(np.float32), 0.5
     for perturbation in ("interventional", "correlation_dependent"):
         ex = jaxshap.LinearExplainer((coef, b), background, feature_perturbation=perturbation, memory_budget=64)
-        assert isinstance(ex, jaxshap._runtime._rows.RowExplainer)
+        assert isinstance(ex, jaxshap._engine._rows.RowExplainer)
         rows, _ = ex._plan(101)
         assert rows < 101  # the tiny budget really cuts the rows into chunks
         one = np.asarray(ex(X).values)
@@ -309,7 +309,7 @@ def test_linear_explainer_runs_on_the_shared_runtime(data, monkeypatch):
 
 def test_seed_keys_are_jax_keys():
     """An int seed (and the default None) gives exactly jax.random.key(seed), built without compiling."""
-    from jaxshap._runtime._inputs import as_key
+    from jaxshap._core._inputs import as_key
 
     for seed in (0, 1, 7, 2**31 - 1, 2**31, 2**40 + 3):
         want = np.asarray(jax.random.key_data(jax.random.key(seed)))

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 import jaxshap
-import jaxshap._runtime._chunking as chunking
-from jaxshap._runtime._program import Plan, block_program
-from jaxshap._runtime._progress import ProgressBar
+import jaxshap._core._chunking as chunking
+from jaxshap._engine._program import Plan, block_program
+from jaxshap._core._progress import ProgressBar
 from oracle import interventional_shapley
 
 # Different chunk and block shapes may reorder float32 sums inside the model (last-bit changes);
@@ -207,7 +207,7 @@ def test_rows_sharded_over_four_devices_match_one_device():
     code = textwrap.dedent(
         """
         import jax, jax.numpy as jnp, numpy as np, jaxshap
-        import jaxshap._runtime._chunking as chunking
+        import jaxshap._core._chunking as chunking
         from jax.sharding import NamedSharding, PartitionSpec as P
         assert jax.device_count() == 4, jax.devices()
         rng = np.random.default_rng(0)
@@ -224,8 +224,8 @@ def test_rows_sharded_over_four_devices_match_one_device():
             assert e.values.sharding.spec[0] == "batch", e.values.sharding
             assert len({s.device for s in e.values.addressable_shards}) == 4
             close(np.asarray(e.values), one[:40])
-            from jaxshap._runtime._program import Plan, block_program
-            plan = Plan(10, 16, None, jaxshap._runtime._sharding.row_mesh(Xs, None))
+            from jaxshap._engine._program import Plan, block_program
+            plan = Plan(10, 16, None, jaxshap._core._sharding.row_mesh(Xs, None))
             hlo = block_program.lower(ex, Xs, jax.random.key(5), 0, 0, 40, plan).compile().as_text()
             assert not any(op in hlo for op in ("all-gather", "all-reduce", "all-to-all", "collective-permute"))
             # blocks (progress) on sharded rows

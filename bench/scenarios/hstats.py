@@ -14,9 +14,9 @@ import jax
 import numpy as np
 
 import jaxshap
-from jaxshap._runtime._chunking import DEFAULT_MEMORY_BUDGET
+from jaxshap._core._chunking import DEFAULT_MEMORY_BUDGET
 from jaxshap._effects._hstats import centred_pds, set_masks
-from jaxshap._runtime._model import wrap_model
+from jaxshap._core._model import wrap_model
 
 from ..harness import mlp, mlp_params, model_floor, time_host, timed
 

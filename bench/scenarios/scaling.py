@@ -61,7 +61,7 @@ def _worker(spec: dict) -> dict:
     import numpy as np
 
     import jaxshap
-    from jaxshap._runtime._chunking import bucket_rows
+    from jaxshap._core._chunking import bucket_rows
 
     from ._common import mlp_problem
 

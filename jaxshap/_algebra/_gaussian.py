@@ -50,8 +50,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.linalg import cho_solve, solve_triangular
 
-from .._runtime._inputs import is_traced
-from .._runtime._threads import single_threaded_blas
+from .._core._inputs import is_traced
+from .._platform._threads import single_threaded_blas
 
 PSD_TOLERANCE = 1e-6
 """A covariance counts as PSD when its smallest eigenvalue is at least ``-PSD_TOLERANCE`` times the largest."""
@@ -162,7 +162,7 @@ def host64(fn: Any, *args: Any) -> Any:
 
     The library's own host linear algebra (moments, eigenvalues, the correlation split) goes
     through XLA rather than NumPy, and with OpenBLAS capped at one thread
-    (:func:`jaxshap._runtime._threads.single_threaded_blas`): on a CPU, XLA's LAPACK calls run on
+    (:func:`jaxshap._platform._threads.single_threaded_blas`): on a CPU, XLA's LAPACK calls run on
     SciPy's OpenBLAS, whose worker threads keep spinning after each call; on a loaded 2-core
     machine that made a 300 x 300 float64 eigensolve 70x slower, and later XLA work 5x to 300x.
     """

@@ -26,10 +26,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._runtime._chunking import DEFAULT_MEMORY_BUDGET
-from .._runtime._inputs import check_finite_outputs
-from .._runtime._inputs import output_names as names_of_outputs
-from .._runtime._model import Model, wrap_model
+from .._core._chunking import DEFAULT_MEMORY_BUDGET
+from .._core._inputs import check_finite_outputs
+from .._core._inputs import output_names as names_of_outputs
+from .._core._model import Model, wrap_model
 from ._partial_dependence import (
     MIXED_ROWS_HINT,
     check_budget,

@@ -17,8 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._runtime._chunking import DEFAULT_MEMORY_BUDGET, check_memory_budget, map_chunks, plan_chunks
-from .._runtime._inputs import (
+from .._core._chunking import DEFAULT_MEMORY_BUDGET, check_memory_budget, map_chunks, plan_chunks
+from .._core._inputs import (
     as_key,
     as_matrix,
     check_finite,
@@ -26,7 +26,7 @@ from .._runtime._inputs import (
     column_names,
     resolve_feature_names,
 )
-from .._runtime._model import Model, wrap_model
+from .._core._model import Model, wrap_model
 
 
 # --- the kernel ---------------------------------------------------------------------------

@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._runtime._chunking import map_chunks
+from .._core._chunking import map_chunks
 
 QUADRATURE_RULES = ("gauss_legendre", "riemann_left", "riemann_right", "riemann_middle", "riemann_trapezoid")
 """Names accepted by :func:`quadrature` (``"gausslegendre"`` is also read as ``"gauss_legendre"``)."""

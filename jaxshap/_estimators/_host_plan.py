@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._runtime._threads import single_threaded_blas
+from .._platform._threads import single_threaded_blas
 from .._coalitions._host_sampling import host_coalitions
 from .._coalitions._static_cache import static_cache
 from ._kernel_solve import operator_shapes, plan_operators
@@ -72,7 +72,7 @@ def host_plan(key_bits: np.ndarray, plan, controls: tuple, dtype) -> list[jax.Ar
     Everything is computed in float64 and rounded to ``dtype`` (the model's floating dtype) at
     the end; the leaves are kept on the default device, so a repeated call transfers nothing.
     NumPy's BLAS runs on one thread meanwhile
-    (:func:`jaxshap._runtime._threads.single_threaded_blas`): its spinning worker threads would
+    (:func:`jaxshap._platform._threads.single_threaded_blas`): its spinning worker threads would
     otherwise slow the XLA work that follows, or that runs beside it, on a machine with few cores.
     """
     bits = np.asarray(key_bits, np.uint32)
@@ -114,7 +114,7 @@ def plan_leaves_soon(key: jax.Array, plan, controls: tuple = (), *, dtype=jnp.fl
     Returns ``(leaves, None)`` for a cached plan, else ``(placeholders, future)``: NumPy zeros
     of the leaves' shapes and dtypes (enough to compile the program that takes them) and a
     :class:`concurrent.futures.Future` of the leaves. The caller compiles while the host works
-    (:class:`jaxshap._runtime._program.Deferred`); the two overlap on a multi-core CPU.
+    (:class:`jaxshap._engine._program.Deferred`); the two overlap on a multi-core CPU.
     """
     bits, controls, dtype = _key_bits(key), tuple(controls), jnp.dtype(dtype)
     leaves = _cached(_cache_key(bits, plan, controls, np.dtype(dtype)))

@@ -127,7 +127,7 @@ def kernel_solve(
         controls = ((3, third_order_ridge(masks.shape[-1])),) if third_order else ()
     # Factorise once the values are in: the game may run LAPACK itself (a Gaussian masker's
     # conditioning, a model's own solves), and batched LAPACK calls side by side can deadlock
-    # XLA's CPU thread pool (jaxshap._runtime._lapack_order).
+    # XLA's CPU thread pool (jaxshap._platform._lapack_order).
     ops = plan_operators(plan, masks, weights, tuple(controls), dtype=values.dtype, deps=(values, v_empty, v_full))
     phi, stderr = apply_plan(ops, plan, values, v_empty, v_full)
     return phi, stderr

@@ -31,8 +31,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.linalg import cho_factor, cho_solve
 
-from .._runtime._host_lapack import spd_inverse
-from .._runtime._lapack_order import after
+from .._platform._host_lapack import spd_inverse
+from .._platform._lapack_order import after
 from ._control_variates import odd_kernel, walsh_controls
 from ._precision import full_precision
 
@@ -98,7 +98,7 @@ def _inflation(one_minus_h, xp=jnp):
 
 def _spd_inverse(h, deps: Any, xp):
     """The inverse of a symmetric positive-definite matrix by Cholesky: in JAX after ``deps``, or
-    on the host in float64 (:func:`jaxshap._runtime._host_lapack.spd_inverse`)."""
+    on the host in float64 (:func:`jaxshap._platform._host_lapack.spd_inverse`)."""
     if xp is np:
         return spd_inverse(h)
     return cho_solve(cho_factor(after(h, deps), lower=True), jnp.eye(h.shape[0], dtype=h.dtype))
@@ -174,7 +174,7 @@ def kernel_operator(
         budget is too small to identify the regression; see :data:`SMALL_RIDGE`).
       rows: static ``(first, second, unit)`` of the rows (:func:`jaxshap.coalitions.plan_rows`);
         by default every coalition is a row and a sampling unit of its own.
-      deps: arrays the factorisation waits for (:func:`jaxshap._runtime._lapack_order.after`):
+      deps: arrays the factorisation waits for (:func:`jaxshap._platform._lapack_order.after`):
         the outputs of an earlier LAPACK call that is otherwise independent of this one.
       xp: the array namespace, ``jax.numpy`` (traced, the default) or ``numpy`` (on the host, in
         the inputs' precision; see :mod:`jaxshap._estimators._host_plan`).
@@ -300,7 +300,7 @@ def plan_operators(
 
     The LAPACK calls (the eigensolver of ``spans``, then each operator's factorisations) run
     one after the other, the first after ``deps``: on a CPU, batched LAPACK calls side by side
-    can deadlock XLA's thread pool (:mod:`jaxshap._runtime._lapack_order`). With ``xp=numpy``
+    can deadlock XLA's thread pool (:mod:`jaxshap._platform._lapack_order`). With ``xp=numpy``
     everything is computed on the host, in ``dtype`` (:mod:`jaxshap._estimators._host_plan`).
     """
     ridge = 0.0 if plan.identified else SMALL_RIDGE

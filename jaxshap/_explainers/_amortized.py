@@ -20,19 +20,19 @@ import optax
 from .._estimators._exact import exact_shapley
 from .._estimators._fastshap import all_coalitions, apply_mlp, fastshap_loss, init_mlp, normalise, sample_paired_masks
 from .._estimators._kernel import kernel_shapley
-from .._explanation import Explanation
-from .._runtime._chunking import DEFAULT_MEMORY_BUDGET, map_chunks, plan_chunks
-from .._runtime._explainer import drop_output_axis
-from .._runtime._inputs import (
+from .._result._explanation import Explanation
+from .._core._chunking import DEFAULT_MEMORY_BUDGET, map_chunks, plan_chunks
+from .._engine._explainer import drop_output_axis
+from .._core._inputs import (
     as_key,
     as_matrix,
     check_finite,
     check_n_features,
     resolve_feature_names,
 )
-from .._runtime._model import wrap_model
-from .._runtime._progress import ProgressBar, wants_progress
-from .._runtime._rows import RowExplainer
+from .._core._model import wrap_model
+from .._core._progress import ProgressBar, wants_progress
+from .._engine._rows import RowExplainer
 from ..maskers import Independent
 from ._gradient import reject_weights
 
@@ -137,7 +137,7 @@ class AmortizedExplainer(RowExplainer):
       memory_budget: bytes of working memory for computing the validation reference values and
         for one chunk of explained rows.
 
-    Explaining runs on the shared runtime (:class:`jaxshap._runtime._rows.RowExplainer`), as for
+    Explaining runs on the shared runtime (:class:`jaxshap._engine._rows.RowExplainer`), as for
     every explainer: ``progress=``, ``devices=`` and :meth:`explain_batches`, rows padded to a
     few capacities, and one compiled program for every explainer with the same configuration
     (a retrained or loaded network of the same shapes does not recompile). The explainer is a
@@ -477,7 +477,7 @@ class AmortizedExplainer(RowExplainer):
         """The mean model output over the background, ``[K]`` (a scalar for one output)."""
         return self.base[0] if self.model.single_output else self.base
 
-    # --- the shared runtime's contract (see jaxshap._runtime._rows) ---------------------------
+    # --- the shared runtime's contract (see jaxshap._engine._rows) ---------------------------
     def _validate(self, X: Any) -> jax.Array:
         self._check_fitted()
         X = as_matrix(X, "X", dtype=self._dtype)

@@ -6,15 +6,15 @@ import abc
 import warnings
 from typing import Any, Sequence
 
-from .._runtime._links import resolve_link
-from .._runtime._shap_api import unpickle_explainer
+from .._core._links import resolve_link
+from .._engine._shap_api import unpickle_explainer
 from ..maskers import Independent, Partition
 from ..maskers._partition import MAX_OWEN_COALITIONS
 from ._exact import ExactExplainer
 from ._kernel import KernelExplainer
 from ._linear import LinearExplainer
 from ._permutation import PermutationExplainer
-from .._tree import TreeExplainer
+from ._tree import TreeExplainer
 
 MAX_AUTO_EXACT_FEATURES = 10
 """``algorithm="auto"`` enumerates every coalition up to this many features (shap's rule)."""

@@ -10,7 +10,7 @@ from .._coalitions._masks import all_masks
 from .._estimators._exact import exact_shapley
 from .._estimators._interactions import INDICES, shapley_and_interactions
 from .._estimators._owen import owen_exact
-from .._runtime._explainer import Explainer
+from .._engine._explainer import Explainer
 from ..maskers._partition import MAX_OWEN_COALITIONS, Partition
 
 MAX_EXACT_FEATURES = 20
@@ -80,7 +80,7 @@ class ExactExplainer(Explainer):
             raise ValueError(f"`index` must be None or one of {INDICES}; got {index!r}.")
         self.index = index
         # read while tracing and by _wrap; a static field of the pytree, so an interactions call
-        # runs its own entry of the shared module-level program (see jaxshap._runtime._program)
+        # runs its own entry of the shared module-level program (see jaxshap._engine._program)
         self._interactions = False
         super().__init__(model, background, **kwargs)
 

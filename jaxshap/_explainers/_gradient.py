@@ -10,10 +10,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._estimators._gradients import QUADRATURE_RULES, expected_gradients_row, integrated_gradients_row, quadrature
-from .._explanation import Explanation
-from .._runtime._chunking import DEFAULT_MEMORY_BUDGET, chunk_capacity, map_chunks, plan_chunks
-from .._runtime._explainer import drop_output_axis
-from .._runtime._inputs import (
+from .._result._explanation import Explanation
+from .._core._chunking import DEFAULT_MEMORY_BUDGET, chunk_capacity, map_chunks, plan_chunks
+from .._engine._explainer import drop_output_axis
+from .._core._inputs import (
     as_key,
     as_matrix,
     check_finite,
@@ -22,9 +22,9 @@ from .._runtime._inputs import (
     is_traced,
     resolve_feature_names,
 )
-from .._runtime._model import Model, model_errors, wrap_model
-from .._runtime._progress import ProgressBar, wants_progress
-from .._runtime._rows import RowExplainer
+from .._core._model import Model, model_errors, wrap_model
+from .._core._progress import ProgressBar, wants_progress
+from .._engine._rows import RowExplainer
 from ..maskers import Independent
 
 
@@ -130,7 +130,7 @@ class GradientExplainer(RowExplainer):
     the model's parameters works (second derivatives of the model). It is a pytree (the
     background and the arrays of a model given as ``partial(mlp, params)`` are leaves), so
     ``jax.jit`` and ``jax.grad`` take it as an argument, and it runs on the shared runtime
-    (:class:`jaxshap._runtime._rows.RowExplainer`): ``progress=``, ``devices=``,
+    (:class:`jaxshap._engine._rows.RowExplainer`): ``progress=``, ``devices=``,
     :meth:`explain_batches`, and one compiled program per configuration.
 
     Raises:
@@ -173,7 +173,7 @@ class GradientExplainer(RowExplainer):
         base = self.model.fn(self.background).mean(axis=0)
         return base[0] if self.model.single_output else base
 
-    # --- the shared runtime's contract (see jaxshap._runtime._rows) ---------------------------
+    # --- the shared runtime's contract (see jaxshap._engine._rows) ---------------------------
     def _validate(self, X: Any) -> jax.Array:
         X = as_matrix(X, "X", dtype=self.background.dtype)
         check_n_features(X, self.n_features, "X", "the background")
@@ -227,7 +227,7 @@ class GradientExplainer(RowExplainer):
           An :class:`Explanation`: ``values`` ``[n, M]`` (or ``[n, M, K]``), ``base_values`` the
           mean model output over the background, ``stderr`` the Monte Carlo standard errors.
 
-        Rows are explained by the shared runtime (:class:`jaxshap._runtime._rows.RowExplainer`):
+        Rows are explained by the shared runtime (:class:`jaxshap._engine._rows.RowExplainer`):
         chunks under ``memory_budget``, row counts padded to a few capacities (a new ``n``
         rarely compiles), one compiled program for every explainer of the same configuration,
         and :meth:`explain_batches` for streams.
@@ -326,7 +326,7 @@ def integrated_gradients(
       devices: ``None`` (run where ``X`` lies), ``"local"`` or a sequence of devices to shard
         the rows over (as for every explainer).
 
-    The rows run on the shared runtime (:class:`jaxshap._runtime._rows.RowExplainer`): chunks
+    The rows run on the shared runtime (:class:`jaxshap._engine._rows.RowExplainer`): chunks
     under ``memory_budget``, row counts padded to a few capacities, and one compiled program for
     every call with the same model, rule and ``n_steps``, so a new number of rows or a second
     call rarely compiles.

@@ -9,10 +9,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._runtime._chunking import DEFAULT_MEMORY_BUDGET, map_chunks
-from .._runtime._explainer import Explainer
-from .._runtime._inputs import is_traced
-from .._runtime._program import Deferred
+from .._core._chunking import DEFAULT_MEMORY_BUDGET, map_chunks
+from .._engine._explainer import Explainer
+from .._core._inputs import is_traced
+from .._engine._program import Deferred
 from .._estimators._kernel import kernel_shapley, third_order_ridge
 from .._estimators._host_plan import plan_leaves_soon, shared_plan
 from .._estimators._kernel_solve import apply_plan
@@ -154,7 +154,7 @@ class KernelExplainer(Explainer):
       feature_names: optional feature names.
       memory_budget: bytes one chunk of evaluations may use.
       link: ``"identity"`` or ``"logit"`` (explain the log-odds of a probability output, as
-        shap's ``link``; see :class:`jaxshap._runtime._explainer.Explainer`).
+        shap's ``link``; see :class:`jaxshap._engine._explainer.Explainer`).
 
     Raises:
       ValueError: for a budget that is not an integer, ``None`` or ``"auto"``, or below the
@@ -295,7 +295,7 @@ class KernelExplainer(Explainer):
         factorised on the host) as arrays; inside a user's ``jax.jit`` the program fetches the
         plan itself (:func:`jaxshap._estimators._host_plan.shared_plan`). A plan that is not
         cached is computed on a worker thread while the program compiles
-        (:class:`jaxshap._runtime._program.Deferred`)."""
+        (:class:`jaxshap._engine._program.Deferred`)."""
         core = self._core()
         if not (self.shared_coalitions and self.n_features > 1 and not is_traced(key) and not is_traced(X)):
             return core

@@ -9,11 +9,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._explanation import Explanation
+from .._result._explanation import Explanation
 from .._algebra._gaussian import check_numeric, host64, precision_matrix, prepare, sample_moments
-from .._runtime._chunking import DEFAULT_MEMORY_BUDGET, check_memory_budget
-from .._runtime._explainer import drop_output_axis
-from .._runtime._inputs import (
+from .._core._chunking import DEFAULT_MEMORY_BUDGET, check_memory_budget
+from .._engine._explainer import drop_output_axis
+from .._core._inputs import (
     align_columns,
     as_key,
     as_matrix,
@@ -25,11 +25,11 @@ from .._runtime._inputs import (
     output_names,
     resolve_feature_names,
 )
-from .._runtime._model import output_names_of
-from .._runtime._shap_api import ShapAPI
-from .._runtime._rows import RowExplainer
+from .._core._model import output_names_of
+from .._engine._shap_api import ShapAPI
+from .._engine._rows import RowExplainer
 from .._algebra._linear import exact_transform, sampled_transform, to_data_units
-from .._runtime._threads import single_threaded_blas
+from .._platform._threads import single_threaded_blas
 
 MAX_AUTO_EXACT_FEATURES = 16
 """``method="auto"`` enumerates all coalitions up to this many features."""
@@ -127,7 +127,7 @@ class LinearExplainer(ShapAPI, RowExplainer):
       feature_names: optional names of the ``M`` features.
       memory_budget: bytes of working memory one chunk of rows may use (as for every explainer;
         rows are explained in chunks, with ``progress=``, ``devices=`` and
-        :meth:`explain_batches` from the shared runtime, :class:`jaxshap._runtime._rows.RowExplainer`).
+        :meth:`explain_batches` from the shared runtime, :class:`jaxshap._engine._rows.RowExplainer`).
 
     Attributes:
       expected_value: ``E[f(X)]``, ``[K]`` (a scalar for one output).
@@ -231,7 +231,7 @@ class LinearExplainer(ShapAPI, RowExplainer):
 
         XLA's Cholesky factorisations on a CPU run on SciPy's OpenBLAS; its spinning worker
         threads slowed the sampled transform at M = 300 from 0.3 s to 37 s on a 2-core machine
-        (see :mod:`jaxshap._runtime._threads`).
+        (see :mod:`jaxshap._platform._threads`).
         """
         if is_traced(g.corr) or is_traced(beta):
             if method == "exact":
@@ -297,7 +297,7 @@ class LinearExplainer(ShapAPI, RowExplainer):
     def expected_value(self) -> jax.Array:
         return self._expected[0] if self._single else self._expected
 
-    # --- the shared runtime's contract (see jaxshap._runtime._rows) ---------------------------
+    # --- the shared runtime's contract (see jaxshap._engine._rows) ---------------------------
     def _align(self, X: Any) -> Any:
         return align_columns(X, self._data_names, "X")
 

@@ -7,9 +7,9 @@ from typing import Any, Callable, Sequence
 import jax
 import jax.numpy as jnp
 
-from .._runtime._chunking import DEFAULT_MEMORY_BUDGET, chunk_bytes, map_chunks
-from .._runtime._explainer import Explainer
-from .._runtime._inputs import check_walks
+from .._core._chunking import DEFAULT_MEMORY_BUDGET, chunk_bytes, map_chunks
+from .._engine._explainer import Explainer
+from .._core._inputs import check_walks
 from .._estimators._kernel import third_order_ridge
 from .._estimators._permutation import permutation_shapley, permutation_walks
 from .._estimators._permutation_controls import MAX_FIT_POINTS, adjust_walks, check_control_walks, fit_bytes_per_row, fit_points
@@ -63,7 +63,7 @@ class PermutationExplainer(Explainer):
       memory_budget: bytes of working memory one chunk of model evaluations may use (default
         512 MiB); memory grows with the chunk, not with the rows (see :class:`Explainer`).
       link: ``"identity"`` or ``"logit"`` (explain the log-odds of a probability output, as
-        shap's ``link``; see :class:`jaxshap._runtime._explainer.Explainer`).
+        shap's ``link``; see :class:`jaxshap._engine._explainer.Explainer`).
 
     Raises:
       ValueError: for an ``n_permutations`` that is not an even integer of at least 4, or a

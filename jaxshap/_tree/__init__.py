@@ -1,6 +1,5 @@
-"""TreeSHAP for tree ensembles: model import, path decomposition, exact kernels, explainer."""
+"""TreeSHAP for tree ensembles: model import, path decomposition, exact kernels."""
 
-from ._explainer import TreeExplainer
 from ._import import SUPPORTED, import_model
 
-__all__ = ["SUPPORTED", "TreeExplainer", "import_model"]
+__all__ = ["SUPPORTED", "import_model"]

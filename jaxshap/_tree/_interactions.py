@@ -42,7 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._runtime._chunking import map_chunks
+from .._core._chunking import map_chunks
 from ._interventional import pair_shapley, pattern_table
 from ._path_dependent import path_shapley, path_tables_host
 from ._paths import follows, follows_host, pattern, slot_arrays

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .._runtime._inputs import as_rows
+from .._core._inputs import as_rows
 
 
 def _frame_to_numpy(df: Any, name: str) -> np.ndarray:

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._algebra._gaussian import conditional_draws, prepare, sample_moments
-from .._runtime._inputs import as_key, as_matrix, check_finite, column_names, is_traced
+from .._core._inputs import as_key, as_matrix, check_finite, column_names, is_traced
 
 DEFAULT_SAMPLES = 2048
 

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._runtime._inputs import as_matrix, check_finite, column_names, is_traced
+from .._core._inputs import as_matrix, check_finite, column_names, is_traced
 from ._base import Masker
 
 DEFAULT_MAX_SAMPLES = 100

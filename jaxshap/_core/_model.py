@@ -27,7 +27,7 @@ HOST_BATCH_ROWS = 65536
 class Model:
     """A model normalised to two-dimensional outputs, as a pytree.
 
-    The user's model is split (see :mod:`jaxshap._runtime._pytree`) into its arrays, the pytree
+    The user's model is split (see :mod:`jaxshap._core._pytree`) into its arrays, the pytree
     leaves (``params`` of ``partial(mlp, params)``, an equinox module's weights), and the rest,
     static; so an explainer holding a model is itself a pytree whose gradients reach the
     model's parameters, and two models that differ only in their arrays share a program.

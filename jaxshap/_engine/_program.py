@@ -1,7 +1,7 @@
 """The compiled program that explains a block of rows, and the host loop that feeds it blocks.
 
 This is the runtime every explainer shares. An explainer is a pytree (see
-:mod:`jaxshap._runtime._pytree`) with a method
+:mod:`jaxshap._core._pytree`) with a method
 
     ``_explain_local(X [r, M], keys [r], rows_per_chunk, coalitions_per_chunk, n_valid)``
 
@@ -27,10 +27,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
-from ._chunking import bucket_rows, plan_blocks
-from ._inputs import is_traced
-from ._progress import ProgressBar
-from ._sharding import RowMesh, row_mesh
+from .._core._chunking import bucket_rows, plan_blocks
+from .._core._inputs import is_traced
+from .._core._progress import ProgressBar
+from .._core._sharding import RowMesh, row_mesh
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,7 +7,7 @@ it measured 27 ms against 81 ms. NumPy's wheels carry a complete OpenBLAS, LAPAC
 :func:`spd_inverse` calls those two routines through :mod:`ctypes` (SciPy's wrappers would do the
 same, but importing ``scipy.linalg`` costs about 0.4 s in a fresh process, more than the whole
 factorisation of a one-off job). The routines are looked up in the OpenBLAS libraries the process
-has loaded (:mod:`jaxshap._runtime._threads`), under the symbol names of NumPy's wheels
+has loaded (:mod:`jaxshap._platform._threads`), under the symbol names of NumPy's wheels
 (``scipy_`` prefix, 64-bit integers, ``64_`` suffix) and of plain LP64 builds, with the integer
 width the library's ``openblas_get_config`` reports; the first use checks them against
 ``np.linalg.inv`` on a small matrix. Where they are missing, fail that check,

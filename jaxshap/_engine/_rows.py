@@ -28,14 +28,14 @@ from typing import Any, Iterator
 
 import jax
 
-from .._explanation import Explanation
-from ._chunking import chunk_bytes, map_chunks, plan_blocks
-from ._inputs import as_key, column_names, is_sparse, is_traced
-from ._model import model_errors
+from .._result._explanation import Explanation
+from .._core._chunking import chunk_bytes, map_chunks, plan_blocks
+from .._core._inputs import as_key, column_names, is_sparse, is_traced
+from .._core._model import model_errors
 from ._program import run_rows
-from ._progress import ProgressBar, wants_progress
-from ._pytree import register_fields
-from ._streaming import check_batch_size, cut_batches, is_array, total_rows
+from .._core._progress import ProgressBar, wants_progress
+from .._core._pytree import register_fields
+from .._core._streaming import check_batch_size, cut_batches, is_array, total_rows
 
 
 class RowExplainer:
@@ -152,7 +152,7 @@ class RowExplainer:
     # --- validation and wrapping ------------------------------------------------------------
     def _run(self, X: jax.Array, key: jax.Array, offset: int, devices: Any, bar: ProgressBar | None, blocked: bool):
         """Explain validated rows ``X``, as global rows ``offset, offset + 1, ...``: see
-        :func:`jaxshap._runtime._program.run_rows`. Returns ``(phi, base, stderr)``."""
+        :func:`jaxshap._engine._program.run_rows`. Returns ``(phi, base, stderr)``."""
         return run_rows(
             self._call_core(X, key),
             X,

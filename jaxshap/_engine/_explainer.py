@@ -43,17 +43,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._explanation import Explanation
+from .._result._explanation import Explanation
 from ..maskers import Independent
-from ._chunking import DEFAULT_MEMORY_BUDGET, check_memory_budget, chunk_capacity, map_chunks, plan_chunks
-from ._inputs import align_columns, as_matrix, check_finite_rows, check_n_features, is_traced, output_names
-from ._inputs import resolve_feature_names
-from ._links import check_link_outputs, link_function, resolve_link
-from ._model import model_errors, wrap_model
+from .._core._chunking import DEFAULT_MEMORY_BUDGET, check_memory_budget, chunk_capacity, map_chunks, plan_chunks
+from .._core._inputs import align_columns, as_matrix, check_finite_rows, check_n_features, is_traced, output_names
+from .._core._inputs import resolve_feature_names
+from .._core._links import check_link_outputs, link_function, resolve_link
+from .._core._model import model_errors, wrap_model
 from ._shap_api import ShapAPI
 from ._program import host_or_device
 from ._rows import RowExplainer
-from ._streaming import as_rows  # noqa: F401  (re-exported for code that imported it from here)
+from .._core._streaming import as_rows  # noqa: F401  (re-exported for code that imported it from here)
 
 ValueFn = Callable[[jax.Array], jax.Array]
 
@@ -97,7 +97,7 @@ class Explainer(ShapAPI, RowExplainer):
         inputs, model activations and outputs fit the budget, so memory grows with the chunk
         and not with the number of rows; only the inputs and results (``[n, M]``) are held in
         full. On a CPU chunks are further capped at the cache-friendly
-        :data:`jaxshap._runtime._chunking.CPU_CHUNK_BYTES`. Results do not depend on the budget.
+        :data:`jaxshap._core._chunking.CPU_CHUNK_BYTES`. Results do not depend on the budget.
 
     An explainer is a pytree (arrays are leaves, the configuration is static), so it can be an
     argument of ``jax.jit`` and ``jax.grad``::

@@ -299,11 +299,11 @@ class Explanation:
 
         Args:
           cohorts: an int ``n``: at most ``n`` groups of rows with similar SHAP values, found by a
-            best-first regression tree on the data (see :mod:`jaxshap._cohorts`), named by their
+            best-first regression tree on the data (see :mod:`jaxshap._result._cohorts`), named by their
             paths (``"bmi < 0.03 & age >= 0.1"``); or one label per row (groups by label).
 
         Returns:
-          A :class:`jaxshap._cohorts.Cohorts` (``.cohorts`` is the dict; ``.to_shap()`` for shap).
+          A :class:`jaxshap._result._cohorts.Cohorts` (``.cohorts`` is the dict; ``.to_shap()`` for shap).
 
         Raises:
           ValueError: for a multi-output explanation (pick an output first: ``expl[..., k]``).

@@ -10,26 +10,26 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
-from .._explanation import Explanation
-from .._runtime._chunking import DEFAULT_MEMORY_BUDGET
-from .._runtime._explainer import drop_output_axis
-from .._runtime._inputs import align_columns, as_key, float_dtype, is_traced, resolve_feature_names
-from .._runtime._model import output_names_of
-from .._runtime._program import host_or_device
-from .._runtime._progress import ProgressBar, wants_progress
-from .._runtime._rows import RowExplainer
-from .._runtime._sharding import row_mesh
-from .._runtime._shap_api import ShapAPI
-from .._runtime._streaming import check_batch_size, is_array, total_rows
-from . import _transforms
-from ._ensemble import TreeEnsemble
-from ._import import import_model
-from ._interactions import explain_interactions
-from ._interventional import interventional_tables_host, pair_shapley
-from ._path_dependent import expected_value, path_shapley, path_tables_host
-from ._paths import decompose, follows, follows_host, pattern, slot_arrays
-from ._routing import Router
-from ._rows import host_rows
+from .._result._explanation import Explanation
+from .._core._chunking import DEFAULT_MEMORY_BUDGET
+from .._engine._explainer import drop_output_axis
+from .._core._inputs import align_columns, as_key, float_dtype, is_traced, resolve_feature_names
+from .._core._model import output_names_of
+from .._engine._program import host_or_device
+from .._core._progress import ProgressBar, wants_progress
+from .._engine._rows import RowExplainer
+from .._core._sharding import row_mesh
+from .._engine._shap_api import ShapAPI
+from .._core._streaming import check_batch_size, is_array, total_rows
+from .._tree import _transforms
+from .._tree._ensemble import TreeEnsemble
+from .._tree._import import import_model
+from .._tree._interactions import explain_interactions
+from .._tree._interventional import interventional_tables_host, pair_shapley
+from .._tree._path_dependent import expected_value, path_shapley, path_tables_host
+from .._tree._paths import decompose, follows, follows_host, pattern, slot_arrays
+from .._tree._routing import Router
+from .._tree._rows import host_rows
 
 CPU_CHUNK_ROWS = 64
 """Rows per chunk of the TreeSHAP kernels on a CPU (fewer when the memory budget says so).
@@ -138,7 +138,7 @@ def _chunk_values_transformed(groups, X, y, raw_base, fb, n_features, n_outputs,
 
 
 class _TreeRows(RowExplainer):
-    """One build's TreeSHAP kernels on the shared runtime (:class:`jaxshap._runtime._rows.RowExplainer`).
+    """One build's TreeSHAP kernels on the shared runtime (:class:`jaxshap._engine._rows.RowExplainer`).
 
     Its leaves are the build's tables and slot tests (``groups``), the raw base value and, for
     a transformed output, the background margins; the rest is static. So every call on a build
@@ -479,7 +479,7 @@ class TreeExplainer(ShapAPI):
 
     def _rows_per_chunk(self, n_rows: int, build: _Build | None = None) -> int:
         """Rows per chunk of ``n_rows`` rows under ``memory_budget`` (without the CPU cap that
-        the runtime applies, see :func:`jaxshap._runtime._chunking.chunk_bytes`)."""
+        the runtime applies, see :func:`jaxshap._core._chunking.chunk_bytes`)."""
         return max(1, min(n_rows, self.memory_budget // self._bytes_per_row(build)))
 
     def _bytes_per_row(self, build: _Build | None = None) -> int:
@@ -563,7 +563,7 @@ class TreeExplainer(ShapAPI):
             rows over (the interaction values are computed on the default device).
 
         The routed rows are explained by the shared runtime
-        (:class:`jaxshap._runtime._rows.RowExplainer`): chunks under ``memory_budget``, row
+        (:class:`jaxshap._engine._rows.RowExplainer`): chunks under ``memory_budget``, row
         counts padded to a few capacities (a new ``n`` rarely compiles), and one compiled
         program for every explainer whose tables have the same shapes.
 
@@ -633,7 +633,7 @@ class TreeExplainer(ShapAPI):
         """Explain a stream of rows batch by batch, yielding one :class:`Explanation` per batch.
 
         As every explainer's ``explain_batches`` (see
-        :meth:`jaxshap._runtime._rows.RowExplainer.explain_batches`): only one batch is in
+        :meth:`jaxshap._engine._rows.RowExplainer.explain_batches`): only one batch is in
         memory at a time, so a ``numpy.memmap`` or a generator of batches larger than memory can
         be explained with the results written out as they come; the values equal one call on all
         rows (TreeSHAP is exact and deterministic; ``key`` is unused).

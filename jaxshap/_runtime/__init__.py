@@ -1,1 +1,0 @@
-"""The runtime every explainer shares: model adapters, input checks, chunking, sharding, streaming, progress."""

@@ -1,0 +1,110 @@
+"""The package's layers: every import inside ``jaxshap`` points down, never up or sideways.
+
+The layer map is the one written in the README's *Layout* section. A module may import modules
+of its own folder and of any folder on a lower layer; two folders on the same layer may not
+import each other. The test reads the source with ``ast`` (nothing is imported), so an import
+that only runs inside a function counts as much as one at the top.
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "jaxshap"
+
+# folder (or top-level module) -> layer; lower layers know nothing of higher ones.
+LAYERS = {
+    "_platform": 0,     # workarounds for the host platform: BLAS threads, LAPACK order, host LAPACK, JAX cache
+    "_core": 1,         # pytree split, inputs, validation, chunking, links, model adapters, sharding, streaming
+    "datasets": 1,      # data shipped with the package
+    "_coalitions": 2,   # combinatorics, masks, permutations, Shapley-kernel samplers, feature hierarchies
+    "_algebra": 3,      # the Gaussian conditioning algebra
+    "_estimators": 3,   # estimator kernels on a game v(masks)
+    "_tree": 3,         # tree ensembles: readers, path tables, TreeSHAP kernels
+    "maskers": 4,       # value functions
+    "_result": 5,       # Explanation and its cohorts
+    "_engine": 6,       # the explainer engine: base classes, the compiled block program, shap's calls
+    "_explainers": 7,   # the explainers
+    "_effects": 7,      # partial dependence, H statistics, functional ANOVA
+    "plots": 8,         # the public surface
+    "coalitions": 8,
+    "estimators": 8,
+    "explainers": 8,
+    "_demo": 8,
+    "__main__": 9,
+    "__init__": 9,
+}
+
+
+def _unit(module: str) -> str:
+    """The layer unit of a dotted module name inside the package (``jaxshap._core._inputs`` -> ``_core``)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _imports(path: pathlib.Path, root: pathlib.Path) -> list[tuple[int, str]]:
+    """``(line, absolute module)`` for every import of a ``jaxshap`` module in one source file."""
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    package = parts[:-1]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                if node.module:
+                    found.append((node.lineno, ".".join(base + [node.module])))
+                else:
+                    found.extend((node.lineno, ".".join(base + [a.name])) for a in node.names)
+            elif node.module and node.module.split(".")[0] == "jaxshap":
+                found.append((node.lineno, node.module))
+        elif isinstance(node, ast.Import):
+            found.extend((node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "jaxshap")
+    return found
+
+
+def _violations(root: pathlib.Path = PACKAGE) -> list[str]:
+    """Every import in the package at ``root`` that points up or sideways, or at a unit with no layer."""
+    bad = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root.parent).with_suffix("")
+        source_unit = _unit(".".join(rel.parts))
+        for line, target in _imports(path, root):
+            target_unit = _unit(target)
+            if target_unit == source_unit:
+                continue
+            if source_unit not in LAYERS or target_unit not in LAYERS:
+                bad.append(f"{rel}:{line}: {target} (a unit missing from LAYERS)")
+            elif LAYERS[target_unit] >= LAYERS[source_unit]:
+                way = "sideways" if LAYERS[target_unit] == LAYERS[source_unit] else "up"
+                bad.append(f"{rel}:{line}: imports {target} ({way}: {source_unit} is layer "
+                           f"{LAYERS[source_unit]}, {target_unit} layer {LAYERS[target_unit]})")
+    return bad
+
+
+def test_every_import_points_down():
+    assert _violations() == []
+
+
+def test_every_unit_has_a_layer():
+    units = {p.name if p.is_dir() else p.stem for p in PACKAGE.iterdir()
+             if (p.is_dir() and (p / "__init__.py").exists()) or p.suffix == ".py"}
+    assert units <= set(LAYERS), sorted(units - set(LAYERS))
+
+
+@pytest.mark.parametrize("source, target, expected", [
+    ("_core", "_engine", "up"), ("_estimators", "_algebra", "sideways"), ("_engine", "_core", None)])
+def test_the_check_can_fail(tmp_path, source, target, expected):
+    """The checker reports an upward and a sideways import in a planted package, and accepts a downward one."""
+    root = tmp_path / "jaxshap"
+    for unit in (source, target):
+        (root / unit).mkdir(parents=True)
+        (root / unit / "__init__.py").write_text("")
+    (root / source / "_planted.py").write_text(f"from ..{target} import _nothing\nfrom . import _same\n")
+    found = _violations(root)
+    if expected is None:
+        assert found == []
+    else:
+        assert len(found) == 1 and f"({expected}:" in found[0]
