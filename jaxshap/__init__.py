@@ -19,7 +19,7 @@ Public API (everything else is private):
 from . import coalitions, datasets, estimators, maskers, plots
 from ._explainers._amortized import AmortizedExplainer
 from ._platform._cache import enable_compilation_cache
-from ._core._chunking import DEFAULT_MEMORY_BUDGET
+from ._core._validate import DEFAULT_MEMORY_BUDGET
 from ._explainers._auto import Explainer
 from ._explainers._exact import ExactExplainer
 from ._explainers._gradient import GradientExplainer, integrated_gradients

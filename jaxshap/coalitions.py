@@ -6,8 +6,8 @@ from ._coalitions._masks import (
     permutation_ranks,
     prefix_masks,
     sample_permutations,
-    shapley_weights,
 )
+from ._coalitions._combinatorics import shapley_weights
 from ._coalitions._kernel_sampling import KernelPlan, kernel_plan, kernel_weight
 from ._coalitions._kernel_sampling import min_coalitions as min_kernel_coalitions
 from ._coalitions._kernel_sampling import sample_coalitions as sample_kernel_coalitions

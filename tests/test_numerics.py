@@ -303,7 +303,7 @@ def test_float64_values_beyond_float32_range_say_so():
 
 
 def test_memory_budget_bool_rejected_by_helper():
-    from jaxshap._core._chunking import check_memory_budget
+    from jaxshap._core._validate import memory_budget as check_memory_budget
 
     assert check_memory_budget(1024) == 1024
     for bad in (True, 0, -5, 1.5, "1GB"):

@@ -7,11 +7,11 @@ keyed where random, and has static shapes.
 
 from __future__ import annotations
 
-import math
-
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from ._combinatorics import shapley_weights
 
 
 def all_masks(n_features: int) -> jax.Array:
@@ -23,22 +23,6 @@ def all_masks(n_features: int) -> jax.Array:
     index = jnp.arange(2**n_features, dtype=jnp.uint32)[:, None]
     bits = jnp.arange(n_features, dtype=jnp.uint32)[None, :]
     return ((index >> bits) & 1).astype(bool)
-
-
-def shapley_weight(n_players: int, size: int) -> float:
-    """The Shapley weight ``w(s) = s! (n - s - 1)! / n!`` of a coalition of ``size`` players,
-    among ``n_players``: the one place this weight is computed (exact, TreeSHAP's tables).
-
-    ``phi_j = sum over S not containing j of w(|S|) [v(S + j) - v(S)]`` (Shapley, 1953).
-    Computed as ``1 / (n * C(n - 1, s))`` to stay exact for large ``n``.
-    """
-    return 1.0 / (n_players * math.comb(n_players - 1, size))
-
-
-def shapley_weights(n_features: int) -> np.ndarray:
-    """Shapley weights ``w(s) = s! (M - s - 1)! / M!`` for ``s = 0, ..., M - 1``, in float64
-    (see :func:`shapley_weight`)."""
-    return np.array([shapley_weight(n_features, s) for s in range(n_features)], dtype=np.float64)
 
 
 def exact_coefficients(masks: jax.Array, dtype=jnp.float32) -> jax.Array:

@@ -13,8 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-DEFAULT_MEMORY_BUDGET = 512 * 2**20
-"""Default cap on the working memory of one chunk of evaluations, in bytes (512 MiB)."""
+
 
 CPU_CHUNK_BYTES = 8 * 2**20
 """Working set of a chunk on a CPU backend: chunks that stay in cache evaluate fastest there.
@@ -23,24 +22,6 @@ Measured with ``bench/scenarios/exact.py``'s MLP: chunks of about 8 MiB (some 2*
 ran at the speed of the bare model, 64 MiB chunks 1.5x slower and 512 MiB chunks 3x slower. On
 accelerators larger chunks are faster, so there only the budget limits them.
 """
-
-
-def check_memory_budget(memory_budget: Any) -> int:
-    """Validate ``memory_budget``: a positive integer number of bytes (``True`` is not one).
-
-    Raises:
-      ValueError: naming ``memory_budget`` and the rule.
-    """
-    if (
-        isinstance(memory_budget, (bool, np.bool_))
-        or not isinstance(memory_budget, (int, np.integer))
-        or memory_budget <= 0
-    ):
-        raise ValueError(
-            f"`memory_budget` must be a positive number of bytes, an integer (default {DEFAULT_MEMORY_BUDGET}, "
-            f"512 MiB); got {memory_budget!r}."
-        )
-    return int(memory_budget)
 
 
 def chunk_bytes(memory_budget: int) -> int:

@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._core._chunking import DEFAULT_MEMORY_BUDGET
+from .._core._validate import DEFAULT_MEMORY_BUDGET
 from ._hstats import centred_pds, output_names, resolve_tuples, safe_ratio, set_masks, sum_sq
 from .._core._model import wrap_model
 from ._partial_dependence import check_budget, check_n_max, prepare_data, subsample

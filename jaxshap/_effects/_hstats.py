@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._core._chunking import DEFAULT_MEMORY_BUDGET
+from .._core._validate import DEFAULT_MEMORY_BUDGET
 from .._core._inputs import check_finite_outputs
 from .._core._inputs import output_names as names_of_outputs
 from .._core._model import Model, wrap_model

@@ -17,7 +17,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._core._chunking import DEFAULT_MEMORY_BUDGET, check_memory_budget, map_chunks, plan_chunks
+from .._core._chunking import map_chunks, plan_chunks
+from .._core._validate import DEFAULT_MEMORY_BUDGET
+from .._core._validate import memory_budget as check_budget
 from .._core._inputs import (
     as_key,
     as_matrix,
@@ -75,13 +77,6 @@ def units_per_chunk(model: Model, n_units: int, n_background: int, n_features: i
     """How many units one chunk may hold under ``budget`` bytes (each unit costs ``B`` model rows)."""
     rows, _ = plan_chunks(max(n_units, 1), 1, n_background, model.bytes_per_row + itemsize * n_features, budget)
     return int(rows)
-
-
-# --- argument handling shared with the H statistics -----------------------------------------
-
-
-def check_budget(memory_budget: Any) -> int:
-    return check_memory_budget(memory_budget)
 
 
 MIXED_ROWS_HINT = (

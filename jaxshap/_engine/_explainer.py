@@ -45,7 +45,9 @@ import numpy as np
 
 from .._result._explanation import Explanation
 from ..maskers import Independent
-from .._core._chunking import DEFAULT_MEMORY_BUDGET, check_memory_budget, chunk_capacity, map_chunks, plan_chunks
+from .._core._validate import DEFAULT_MEMORY_BUDGET
+from .._core._validate import memory_budget as check_memory_budget
+from .._core._chunking import chunk_capacity, map_chunks, plan_chunks
 from .._core._inputs import align_columns, as_matrix, check_finite_rows, check_n_features, is_traced, output_names
 from .._core._inputs import resolve_feature_names
 from .._core._links import check_link_outputs, link_function, resolve_link

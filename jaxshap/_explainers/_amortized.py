@@ -21,7 +21,8 @@ from .._estimators._exact import exact_shapley
 from .._estimators._fastshap import all_coalitions, apply_mlp, fastshap_loss, init_mlp, normalise, sample_paired_masks
 from .._estimators._kernel import kernel_shapley
 from .._result._explanation import Explanation
-from .._core._chunking import DEFAULT_MEMORY_BUDGET, map_chunks, plan_chunks
+from .._core._chunking import map_chunks, plan_chunks
+from .._core._validate import DEFAULT_MEMORY_BUDGET
 from .._engine._explainer import drop_output_axis
 from .._core._inputs import (
     as_key,

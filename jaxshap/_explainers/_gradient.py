@@ -11,7 +11,8 @@ import numpy as np
 
 from .._estimators._gradients import QUADRATURE_RULES, expected_gradients_row, integrated_gradients_row, quadrature
 from .._result._explanation import Explanation
-from .._core._chunking import DEFAULT_MEMORY_BUDGET, chunk_capacity, map_chunks, plan_chunks
+from .._core._chunking import chunk_capacity, map_chunks, plan_chunks
+from .._core._validate import DEFAULT_MEMORY_BUDGET
 from .._engine._explainer import drop_output_axis
 from .._core._inputs import (
     as_key,
@@ -25,13 +26,8 @@ from .._core._inputs import (
 from .._core._model import Model, model_errors, wrap_model
 from .._core._progress import ProgressBar, wants_progress
 from .._engine._rows import RowExplainer
+from .._core._validate import memory_budget as check_memory_budget
 from ..maskers import Independent
-
-
-def _check_budget(memory_budget: Any) -> int:
-    if isinstance(memory_budget, bool) or not isinstance(memory_budget, (int, np.integer)) or memory_budget <= 0:
-        raise ValueError(f"`memory_budget` must be a positive number of bytes; got {memory_budget!r}.")
-    return int(memory_budget)
 
 
 def differentiable_model(model: Callable, n_features: int, dtype: Any, probe: jax.Array, who: str) -> Model:
@@ -162,7 +158,7 @@ class GradientExplainer(RowExplainer):
         self.n_features = masker.n_features
         self.n_samples = int(n_samples)
         self.local_smoothing = float(local_smoothing)
-        self.memory_budget = _check_budget(memory_budget)
+        self.memory_budget = check_memory_budget(memory_budget)
         self.model = differentiable_model(model, self.n_features, self.background.dtype, self.background, "GradientExplainer")
         self._names = None if feature_names is None else tuple(str(n) for n in feature_names)
         self._bg_names = None if masker.feature_names is None else tuple(masker.feature_names)
@@ -346,7 +342,7 @@ def integrated_gradients(
     n, m = X.shape
     quadrature(rule, n_steps)  # validates rule and n_steps
     rule = "gauss_legendre" if rule == "gausslegendre" else rule
-    budget = _check_budget(memory_budget)
+    budget = check_memory_budget(memory_budget)
     if baseline is None:
         base_rows = jnp.zeros((1, m), X.dtype)
     else:

@@ -9,7 +9,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._core._chunking import DEFAULT_MEMORY_BUDGET, map_chunks
+from .._core._chunking import map_chunks
+from .._core._validate import DEFAULT_MEMORY_BUDGET
 from .._engine._explainer import Explainer
 from .._core._inputs import is_traced
 from .._engine._program import Deferred

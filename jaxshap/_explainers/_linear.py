@@ -11,7 +11,8 @@ import numpy as np
 
 from .._result._explanation import Explanation
 from .._algebra._gaussian import check_numeric, host64, precision_matrix, prepare, sample_moments
-from .._core._chunking import DEFAULT_MEMORY_BUDGET, check_memory_budget
+from .._core._validate import DEFAULT_MEMORY_BUDGET
+from .._core._validate import memory_budget as check_memory_budget
 from .._engine._explainer import drop_output_axis
 from .._core._inputs import (
     align_columns,

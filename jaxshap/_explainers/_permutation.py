@@ -7,7 +7,8 @@ from typing import Any, Callable, Sequence
 import jax
 import jax.numpy as jnp
 
-from .._core._chunking import DEFAULT_MEMORY_BUDGET, chunk_bytes, map_chunks
+from .._core._chunking import chunk_bytes, map_chunks
+from .._core._validate import DEFAULT_MEMORY_BUDGET
 from .._engine._explainer import Explainer
 from .._core._inputs import check_walks
 from .._estimators._kernel import third_order_ridge

@@ -11,7 +11,7 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from .._result._explanation import Explanation
-from .._core._chunking import DEFAULT_MEMORY_BUDGET
+from .._core._validate import DEFAULT_MEMORY_BUDGET
 from .._engine._explainer import drop_output_axis
 from .._core._inputs import align_columns, as_key, float_dtype, is_traced, resolve_feature_names
 from .._core._model import output_names_of

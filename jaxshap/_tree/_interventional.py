@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._coalitions._masks import shapley_weight
+from .._coalitions._combinatorics import shapley_weight
 from .._coalitions._static_cache import static_cache
 
 

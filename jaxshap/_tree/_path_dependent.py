@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._coalitions._masks import shapley_weights as coalition_weights
+from .._coalitions._combinatorics import shapley_weights as coalition_weights
 
 
 def shapley_weights(n_slots: int, dtype) -> jax.Array:

@@ -1,0 +1,106 @@
+"""Argument checks, one home: every message names the argument, states the rule and shows the value.
+
+Each check returns the value converted to a plain Python type (so it can be static configuration)
+or raises ``ValueError``. Booleans are never numbers here: ``True`` is not a budget of one byte,
+nor one permutation.
+
+A message reads ``` `name` must be RULE; got VALUE.``` where ``RULE`` is derived from the bounds
+(``"an integer of at least 2"``) unless a caller words it (``rule="a positive number of rows"``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+DEFAULT_MEMORY_BUDGET = 512 * 2**20
+"""The working memory one explainer call may use, in bytes (512 MiB)."""
+
+
+def _fail(name: str, rule: str, value: Any) -> ValueError:
+    return ValueError(f"`{name}` must be {rule}; got {value!r}.")
+
+
+def is_integer(value: Any) -> bool:
+    """True for Python and NumPy integers, False for booleans (which are ints in Python)."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def is_number(value: Any) -> bool:
+    """True for Python and NumPy reals, False for booleans."""
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
+def _bounds_rule(kind: str, least: Any, most: Any) -> str:
+    if least is not None and most is not None:
+        return f"{kind} from {least} to {most}"
+    if least == 1 and kind == "an integer":
+        return "a positive integer"
+    if least is not None:
+        return f"{kind} of at least {least}"
+    if most is not None:
+        return f"{kind} of at most {most}"
+    return kind
+
+
+def integer(value: Any, name: str, *, least: int | None = None, most: int | None = None,
+            rule: str | None = None) -> int:
+    """``value`` as an ``int``, checked to be an integer (not a bool) within ``[least, most]``.
+
+    Args:
+      value: what the user passed.
+      name: the argument's name, as the user spells it.
+      least, most: inclusive bounds (``None``: unbounded).
+      rule: the rule in words, for the message (default: derived from the bounds).
+
+    Raises:
+      ValueError: naming ``name``, the rule and the value.
+    """
+    if not is_integer(value) or (least is not None and value < least) or (most is not None and value > most):
+        raise _fail(name, rule or _bounds_rule("an integer", least, most), value)
+    return int(value)
+
+
+def number(value: Any, name: str, *, least: float | None = None, above: float | None = None,
+           below: float | None = None, rule: str | None = None) -> float:
+    """``value`` as a finite ``float`` (not a bool), with ``value >= least``, ``> above``, ``< below``.
+
+    Raises:
+      ValueError: naming ``name``, the rule and the value (NaN and infinities fail every rule).
+    """
+    ok = is_number(value) and math.isfinite(float(value))
+    ok = ok and (least is None or value >= least) and (above is None or value > above)
+    ok = ok and (below is None or value < below)
+    if not ok:
+        if rule is None:
+            parts = [f"at least {least}" if least is not None else "", f"above {above}" if above is not None else "",
+                     f"below {below}" if below is not None else ""]
+            rule = "a finite number" + "".join(f" {p}" if i == 0 else f" and {p}" for i, p in enumerate(filter(None, parts)))
+        raise _fail(name, rule, value)
+    return float(value)
+
+
+def flag(value: Any, name: str) -> bool:
+    """``value`` as a ``bool``; only ``True``, ``False`` (or NumPy's) are flags."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise _fail(name, "True or False", value)
+    return bool(value)
+
+
+def choice(value: Any, name: str, options: Sequence[Any]) -> Any:
+    """``value`` if it is one of ``options``, else a message listing them."""
+    if isinstance(value, (list, dict, set)) or value not in tuple(options):
+        raise _fail(name, "one of " + ", ".join(repr(o) for o in options), value)
+    return value
+
+
+def memory_budget(value: Any) -> int:
+    """``memory_budget``: a positive integer number of bytes.
+
+    Raises:
+      ValueError: naming ``memory_budget``, the default and the value.
+    """
+    return integer(value, "memory_budget", least=1, rule=(
+        f"a positive number of bytes, an integer (default {DEFAULT_MEMORY_BUDGET}, 512 MiB)"))
