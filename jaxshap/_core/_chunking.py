@@ -11,16 +11,14 @@ from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 
 
 CPU_CHUNK_BYTES = 8 * 2**20
 """Working set of a chunk on a CPU backend: chunks that stay in cache evaluate fastest there.
 
-Measured with ``bench/scenarios/exact.py``'s MLP: chunks of about 8 MiB (some 2**14 model rows)
-ran at the speed of the bare model, 64 MiB chunks 1.5x slower and 512 MiB chunks 3x slower. On
-accelerators larger chunks are faster, so there only the budget limits them.
+Larger chunks fall out of cache and evaluate slower on a CPU (``python -m bench exact`` shows the
+floor); on accelerators larger chunks are faster, so there only the budget limits them.
 """
 
 

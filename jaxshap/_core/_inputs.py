@@ -12,6 +12,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._validate import integer
+
 
 def is_traced(x: Any) -> bool:
     """True when ``x`` is an abstract value inside a JAX transformation."""
@@ -356,17 +358,9 @@ def check_walks(n_permutations: Any, minimum: int) -> int:
     Raises:
       ValueError: naming ``n_permutations`` and the rule.
     """
-    if (
-        isinstance(n_permutations, bool)
-        or not isinstance(n_permutations, (int, np.integer))
-        or n_permutations < minimum
-        or n_permutations % 2
-    ):
-        raise ValueError(
-            f"`n_permutations` must be an even integer of at least {minimum} (each antithetic pair is a "
-            f"permutation and its reverse); got {n_permutations!r}."
-        )
-    return int(n_permutations)
+    rule = (f"an even integer of at least {minimum} (each antithetic pair is a permutation and its "
+            "reverse)")
+    return integer(n_permutations, "n_permutations", least=minimum, multiple_of=2, rule=rule)
 
 
 def output_names(n_outputs: int) -> tuple[str, ...]:

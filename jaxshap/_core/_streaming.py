@@ -12,6 +12,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from ._inputs import column_names, is_sparse
+from ._validate import integer
 
 
 def as_rows(batch: Any) -> int:
@@ -42,11 +43,9 @@ def check_batch_size(batch_size: Any) -> int | None:
     Raises:
       ValueError: naming ``batch_size``.
     """
-    if batch_size is not None and (
-        isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1
-    ):
-        raise ValueError(f"`batch_size` must be a positive number of rows; got {batch_size!r}.")
-    return None if batch_size is None else int(batch_size)
+    if batch_size is None:
+        return None
+    return integer(batch_size, "batch_size", least=1, rule="a positive number of rows")
 
 
 def cut_batches(batches: Any, batch_size: int) -> Iterable[tuple[Any, int]]:

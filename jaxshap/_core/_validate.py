@@ -46,20 +46,23 @@ def _bounds_rule(kind: str, least: Any, most: Any) -> str:
 
 
 def integer(value: Any, name: str, *, least: int | None = None, most: int | None = None,
-            rule: str | None = None) -> int:
+            multiple_of: int | None = None, rule: str | None = None) -> int:
     """``value`` as an ``int``, checked to be an integer (not a bool) within ``[least, most]``.
 
     Args:
       value: what the user passed.
       name: the argument's name, as the user spells it.
       least, most: inclusive bounds (``None``: unbounded).
+      multiple_of: if given, ``value`` must be a multiple of it.
       rule: the rule in words, for the message (default: derived from the bounds).
 
     Raises:
       ValueError: naming ``name``, the rule and the value.
     """
-    if not is_integer(value) or (least is not None and value < least) or (most is not None and value > most):
-        raise _fail(name, rule or _bounds_rule("an integer", least, most), value)
+    ok = is_integer(value) and (least is None or value >= least) and (most is None or value <= most)
+    if not ok or (multiple_of is not None and value % multiple_of):
+        kind = "an integer" if multiple_of is None else f"a multiple of {multiple_of}"
+        raise _fail(name, rule or _bounds_rule(kind, least, most), value)
     return int(value)
 
 

@@ -30,6 +30,7 @@ from .._core._validate import DEFAULT_MEMORY_BUDGET
 from .._core._inputs import check_finite_outputs
 from .._core._inputs import output_names as names_of_outputs
 from .._core._model import Model, wrap_model
+from .._core._validate import is_integer
 from ._partial_dependence import (
     MIXED_ROWS_HINT,
     check_budget,
@@ -285,7 +286,7 @@ def h_statistic(
     top_m = None
     if pairs is None:
         pair_list = tuple(itertools.combinations(range(m), 2))
-    elif isinstance(pairs, (int, np.integer)) and not isinstance(pairs, bool):
+    elif is_integer(pairs):
         if pairs < 0:
             raise ValueError(f"`pairs` as an int is a number of features (0 to {m}); got {pairs}.")
         top_m, pair_list = min(int(pairs), m), None

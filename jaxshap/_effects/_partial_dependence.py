@@ -19,6 +19,7 @@ import numpy as np
 
 from .._core._chunking import map_chunks, plan_chunks
 from .._core._validate import DEFAULT_MEMORY_BUDGET
+from .._core._validate import integer
 from .._core._validate import memory_budget as check_budget
 from .._core._inputs import (
     as_key,
@@ -150,9 +151,7 @@ def subsample(X: jax.Array, n_max: int | None, key: Any, *, return_index: bool =
 def check_n_max(n_max: Any, allow_none: bool) -> int | None:
     if n_max is None and allow_none:
         return None
-    if not isinstance(n_max, (int, np.integer)) or isinstance(n_max, bool) or n_max < 1:
-        raise ValueError(f"`n_max` must be a positive integer number of rows; got {n_max!r}.")
-    return int(n_max)
+    return integer(n_max, "n_max", least=1, rule="a positive integer number of rows")
 
 
 # --- the result -----------------------------------------------------------------------------
@@ -295,8 +294,7 @@ def partial_dependence(
     """
     X, names = prepare_data(X, feature_names)
     idx, single = feature_set(features, names, "features")
-    if not isinstance(grid_size, (int, np.integer)) or isinstance(grid_size, bool) or grid_size < 1:
-        raise ValueError(f"`grid_size` must be a positive integer; got {grid_size!r}.")
+    grid_size = integer(grid_size, "grid_size", least=1)
     budget = check_budget(memory_budget)
     n_max = check_n_max(n_max, allow_none=True)
     points = make_grid(X, idx, grid, int(grid_size), single)

@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._core._chunking import map_chunks
+from .._core._validate import integer
 
 QUADRATURE_RULES = ("gauss_legendre", "riemann_left", "riemann_right", "riemann_middle", "riemann_trapezoid")
 """Names accepted by :func:`quadrature` (``"gausslegendre"`` is also read as ``"gauss_legendre"``)."""
@@ -62,9 +63,7 @@ def quadrature(rule: str, n_steps: int) -> tuple[np.ndarray, np.ndarray]:
     if rule not in QUADRATURE_RULES:
         raise ValueError(f"`rule` must be one of {QUADRATURE_RULES}; got {rule!r}.")
     least = 2 if rule == "riemann_trapezoid" else 1
-    if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)) or n_steps < least:
-        raise ValueError(f"`n_steps` must be an integer of at least {least} for rule {rule!r}; got {n_steps!r}.")
-    n = int(n_steps)
+    n = integer(n_steps, "n_steps", least=least, rule=f"an integer of at least {least} for rule {rule!r}")
     k = np.arange(n, dtype=np.float64)
     if rule == "gauss_legendre":
         t, w = np.polynomial.legendre.leggauss(n)

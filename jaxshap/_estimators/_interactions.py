@@ -64,6 +64,7 @@ import numpy as np
 from .._coalitions._masks import all_masks, exact_coefficients
 from ._precision import full_precision
 from .._coalitions._static_cache import static_cache
+from .._core._validate import integer
 
 ValueFn = Callable[[jax.Array], jax.Array]
 
@@ -80,9 +81,7 @@ def check_index(index: str, order: int, n_features: int) -> tuple[str, int]:
     """Validate ``index`` and ``order`` (static); return them normalised."""
     if not isinstance(index, str) or index not in INDICES:
         raise ValueError(f"`index` must be one of {INDICES}; got {index!r}.")
-    if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 1:
-        raise ValueError(f"`order` must be a positive int (2 for pairwise interactions); got {order!r}.")
-    order = int(order)
+    order = integer(order, "order", least=1, rule="a positive int (2 for pairwise interactions)")
     if order > n_features:
         raise ValueError(f"`order` ({order}) cannot exceed the number of features ({n_features}).")
     if index == "k-SII" and order >= len(_BERNOULLI):

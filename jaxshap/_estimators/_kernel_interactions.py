@@ -38,6 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._coalitions._kernel_sampling import kernel_plan, max_coalitions, sample_coalitions
+from .._core._validate import integer
 from ._interactions import dense_from_sets
 from ._kernel import _safe_sqrt, _weighted_fit
 
@@ -86,8 +87,7 @@ def kernel_interactions(
     m = int(n_features)
     if m < 2:
         raise ValueError(f"kernel_interactions needs at least 2 features; got n_features={n_features!r}.")
-    if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or not 1 <= order < m:
-        raise ValueError(f"`order` must be an int between 1 and M - 1 = {m - 1}; got {order!r}.")
+    order = integer(order, "order", least=1, most=m - 1, rule=f"an int between 1 and M - 1 = {m - 1}")
     n = n_terms(m, order)
     budget = min(int(n_coalitions), max_coalitions(m))
     if budget < n + 1:

@@ -26,6 +26,7 @@ from .._core._inputs import (
 from .._core._model import Model, model_errors, wrap_model
 from .._core._progress import ProgressBar, wants_progress
 from .._engine._rows import RowExplainer
+from .._core._validate import integer, number
 from .._core._validate import memory_budget as check_memory_budget
 from ..maskers import Independent
 
@@ -145,10 +146,9 @@ class GradientExplainer(RowExplainer):
         feature_names: Sequence[str] | None = None,
         memory_budget: int = DEFAULT_MEMORY_BUDGET,
     ):
-        if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 2:
-            raise ValueError(f"`n_samples` must be an integer of at least 2 (gradient evaluations per row); got {n_samples!r}.")
-        if isinstance(local_smoothing, bool) or not isinstance(local_smoothing, (int, float)) or not local_smoothing >= 0:
-            raise ValueError(f"`local_smoothing` must be a non-negative number (a noise standard deviation); got {local_smoothing!r}.")
+        n_samples = integer(n_samples, "n_samples", least=2, rule="an integer of at least 2 (gradient evaluations per row)")
+        local_smoothing = number(local_smoothing, "local_smoothing", least=0,
+                                 rule="a non-negative number (a noise standard deviation)")
         if background is None:
             raise ValueError("`background` is required: pass background rows [B, M] (for example 100 training rows).")
         # every background row is kept (the cost is n_samples per row, whatever their number)

@@ -3,7 +3,7 @@
 JAX can write every compiled program to a folder and load it in later processes instead of
 compiling again. jaxshap's programs take their arrays as arguments (never as embedded
 constants), so the same explainer configuration on the same shapes hits the cache across
-processes. Measured with ``python -m bench runtime``: see the README.
+processes (``python -m bench runtime`` measures what it saves).
 """
 
 from __future__ import annotations

@@ -2,11 +2,10 @@ r"""The inverse of a symmetric positive-definite matrix on the host, through its
 
 NumPy has no Cholesky inverse: ``np.linalg.inv`` factorises by LU with pivoting and then inverts
 the factors, about :math:`2 n^3` flops. LAPACK's ``dpotrf`` (:math:`A = L L^T`) followed by
-``dpotri`` (:math:`A^{-1}` from :math:`L`) takes about :math:`n^3`; at ``n = 1024`` on one thread
-it measured 27 ms against 81 ms. NumPy's wheels carry a complete OpenBLAS, LAPACK included, and
+``dpotri`` (:math:`A^{-1}` from :math:`L`) takes about :math:`n^3`. NumPy's wheels carry a complete OpenBLAS, LAPACK included, and
 :func:`spd_inverse` calls those two routines through :mod:`ctypes` (SciPy's wrappers would do the
-same, but importing ``scipy.linalg`` costs about 0.4 s in a fresh process, more than the whole
-factorisation of a one-off job). The routines are looked up in the OpenBLAS libraries the process
+same, but importing ``scipy.linalg`` in a fresh process costs more than the whole factorisation
+of a one-off job). The routines are looked up in the OpenBLAS libraries the process
 has loaded (:mod:`jaxshap._platform._threads`), under the symbol names of NumPy's wheels
 (``scipy_`` prefix, 64-bit integers, ``64_`` suffix) and of plain LP64 builds, with the integer
 width the library's ``openblas_get_config`` reports; the first use checks them against

@@ -3,10 +3,9 @@
 On a CPU, XLA's linear algebra (``eigvalsh``, ``cholesky``, triangular solves) is not XLA code:
 jaxlib hands it to LAPACK from SciPy, which runs on SciPy's OpenBLAS, and NumPy brings a second
 OpenBLAS. Both start a pool of worker threads on the first large call, and those threads keep
-spinning for a while after each call. On a machine with few cores that are also busy (measured
-on a loaded 2-core machine: a 300 x 300 float64 ``eigvalsh`` through XLA took 2.5 s instead of
-0.036 s, and XLA work right after a NumPy BLAS call ran 5x to 300x slower), the spinning threads
-starve the computation that follows.
+spinning for a while after each call. On a machine with few cores that are also busy, the
+spinning threads starve the XLA computation that follows (by orders of magnitude on a loaded
+2-core machine; see ``CHANGELOG.md``).
 
 :func:`single_threaded_blas` caps every OpenBLAS loaded in the process at one thread for the
 duration of a block and restores the previous counts afterwards, through OpenBLAS's own
