@@ -44,7 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._result._explanation import Explanation
-from ..maskers import Independent
+from ..maskers import Independent, Masker
 from .._core._validate import DEFAULT_MEMORY_BUDGET
 from .._core._validate import memory_budget as check_memory_budget
 from .._core._chunking import chunk_capacity, map_chunks, plan_chunks
@@ -72,9 +72,20 @@ def drop_output_axis(tree: Any) -> Any:
 
 
 def as_masker(masker: Any) -> Any:
-    """A masker as given, or ``Independent(masker)`` for a background array or DataFrame."""
-    if hasattr(masker, "coalition_values"):
+    """A masker as given, or ``Independent(masker)`` for a background array or DataFrame.
+
+    Raises:
+      TypeError: for an object with ``coalition_values`` that does not subclass
+        :class:`jaxshap.maskers.Masker` (whose attribution hooks the explainers call).
+    """
+    if isinstance(masker, Masker):
         return masker
+    if hasattr(masker, "coalition_values"):
+        raise TypeError(
+            f"the masker ({type(masker).__name__}) does not subclass jaxshap.maskers.Masker; subclass it: the "
+            "base class supplies the attribution hooks the explainers call (Shapley values by default) and "
+            "registers the masker as a pytree."
+        )
     if masker is None:
         raise ValueError(
             "`background` is required: pass background rows [B, M] (for example 100 training rows) "

@@ -8,19 +8,12 @@ from typing import Any, Sequence
 
 from .._core._links import resolve_link
 from .._engine._shap_api import unpickle_explainer
-from ..maskers import Independent, Partition
-from ..maskers._partition import MAX_OWEN_COALITIONS
-from ._exact import ExactExplainer
+from ..maskers import Independent
+from ._exact import MAX_EXACT_FEATURES, ExactExplainer
 from ._kernel import KernelExplainer
 from ._linear import LinearExplainer
 from ._permutation import PermutationExplainer
 from ._tree import TreeExplainer
-
-MAX_AUTO_EXACT_FEATURES = 10
-"""``algorithm="auto"`` enumerates every coalition up to this many features (shap's rule)."""
-
-MAX_AUTO_OWEN_FEATURES = 32
-"""With a ``Partition`` masker, exact Owen values up to this many features (shap's rule)."""
 
 ALGORITHMS = ("auto", "tree", "linear", "exact", "permutation", "kernel")
 
@@ -59,8 +52,9 @@ class Explainer(abc.ABC):
        (interventional over the background; path-dependent when no background is given);
     2. a fitted scikit-learn linear model, or a ``(coef, intercept)`` pair ->
        :class:`LinearExplainer` (interventional);
-    3. a callable model: :class:`ExactExplainer` for up to 10 features (with a
-       :class:`maskers.Partition` masker: exact Owen values up to 32 features), else
+    3. a callable model: :class:`ExactExplainer` up to the masker's ``auto_exact_features``
+       (shap's rules: 10 features; with a :class:`maskers.Partition` masker, exact Owen values up
+       to 32 features, when the hierarchy needs at most ``2**20`` coalitions), else
        :class:`PermutationExplainer`. :class:`KernelExplainer` is used when asked for with
        ``algorithm="kernel"``.
 
@@ -137,15 +131,14 @@ class Explainer(abc.ABC):
                 f"can read.{hint}"
             )
         m = masker.n_features
-        if algorithm == "auto":
-            if isinstance(masker, Partition):
-                owen = masker.owen_coalitions[0].shape[0]
-                algorithm = "exact" if m <= MAX_AUTO_OWEN_FEATURES and owen <= MAX_OWEN_COALITIONS else "permutation"
-                reason = f"Partition masker, {m} features " + ("<= 32: exact Owen values" if algorithm == "exact" else "> 32")
-            elif m <= MAX_AUTO_EXACT_FEATURES:
-                algorithm, reason = "exact", f"{m} features <= {MAX_AUTO_EXACT_FEATURES}"
+        if algorithm == "auto":  # exact up to the masker's feature limit (shap's rule) and ExactExplainer's size
+            limit = masker.auto_exact_features
+            if m > limit:
+                algorithm, reason = "permutation", f"{m} features > {limit}"
+            elif (c := masker.exact_coalition_count()) > 2**MAX_EXACT_FEATURES:
+                algorithm, reason = "permutation", f"{c:,} coalitions for exact {masker.attribution} values > 2**{MAX_EXACT_FEATURES}"
             else:
-                algorithm, reason = "permutation", f"{m} features > {MAX_AUTO_EXACT_FEATURES}"
+                algorithm, reason = "exact", f"{m} features <= {limit}: exact {masker.attribution} values"
         else:
             reason = f"algorithm={algorithm!r}"
         chosen = {"exact": ExactExplainer, "permutation": PermutationExplainer, "kernel": KernelExplainer}[algorithm]

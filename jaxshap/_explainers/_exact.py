@@ -7,13 +7,13 @@ from typing import Any, Callable
 import jax.numpy as jnp
 
 from .._coalitions._masks import all_masks
-from .._estimators._exact import exact_shapley
 from .._estimators._interactions import INDICES, shapley_and_interactions
-from .._estimators._owen import owen_exact
 from .._engine._explainer import Explainer
-from ..maskers._partition import MAX_OWEN_COALITIONS, Partition
+from ..maskers._base import SHAPLEY
 
 MAX_EXACT_FEATURES = 20
+"""Exact attributions evaluate at most ``2**MAX_EXACT_FEATURES`` coalitions per row (all the
+coalitions of 20 features, or those a masker's hierarchy needs)."""
 
 DEFAULT_INDEX = "STII"
 """The index behind ``interactions=True`` without ``index=``: shap's ``ExactExplainer`` ``interactions=2``."""
@@ -52,10 +52,11 @@ class ExactExplainer(Explainer):
     * ``"BII"``: the Banzhaf interaction index: the diagonal holds the Banzhaf values; rows do
       not sum to ``values``.
 
-    With a :class:`jaxshap.maskers.Partition` masker it computes the exact Owen values over the
-    masker's feature hierarchy instead, from only the coalitions that hierarchy needs (see
-    :func:`jaxshap._estimators._owen.owen_exact`); the 20-feature limit then does not apply, and
-    interaction values are not available.
+    The masker decides the attribution (:meth:`jaxshap.maskers.Masker.exact_attribution`): with a
+    :class:`jaxshap.maskers.Partition` masker it computes the exact Owen values over the masker's
+    feature hierarchy instead, from only the coalitions that hierarchy needs (see
+    :func:`jaxshap._estimators._owen.owen_exact`); the limit is then on those coalitions, not on
+    the features, and interaction values are not available.
 
     Example::
 
@@ -89,32 +90,14 @@ class ExactExplainer(Explainer):
         self._interactions = False
 
     def _check_n_features(self, n_features: int) -> None:
-        if isinstance(self.masker, Partition):  # exact Owen values: only the hierarchy's coalitions
-            c = self.masker.owen_coalitions[0].shape[0]
-            if c > MAX_OWEN_COALITIONS:
-                raise ValueError(
-                    f"exact Owen values over this feature hierarchy need {c:,} coalitions per row (more than "
-                    f"{MAX_OWEN_COALITIONS:,}); use jaxshap.PermutationExplainer with the Partition masker."
-                )
-            return
-        if n_features > MAX_EXACT_FEATURES:
-            raise ValueError(
-                f"ExactExplainer enumerates 2**M coalitions and supports at most {MAX_EXACT_FEATURES} "
-                f"features; the data has {n_features} (2**{n_features} = {2**n_features:,} coalitions). "
-                "Use jaxshap.KernelExplainer or jaxshap.PermutationExplainer instead."
-            )
+        self.masker.check_exact_size(2**MAX_EXACT_FEATURES)
 
     def _coalitions_per_row(self) -> int:
-        if isinstance(self.masker, Partition):
-            return self.masker.owen_coalitions[0].shape[0]
-        return 2**self.n_features
+        return self.masker.exact_coalition_count()
 
     def _estimate(self, key, value_fn):
-        if isinstance(self.masker, Partition):  # Owen values over the masker's hierarchy
-            phi, v0, _ = owen_exact(value_fn, *self.masker.owen_coalitions)
-            return phi, v0, None
-        if not self._interactions:
-            phi, v0, _ = exact_shapley(value_fn, self.n_features)
+        if not self._interactions:  # the masker's exact attribution (Shapley values by default)
+            phi, v0 = self.masker.exact_attribution(value_fn)
             return phi, v0, None
         masks = all_masks(self.n_features)
         v = value_fn(masks)
@@ -139,10 +122,11 @@ class ExactExplainer(Explainer):
         want = self.index is not None if interactions is None else bool(interactions)
         if not want:
             return super().__call__(X, key, **kwargs)
-        if isinstance(self.masker, Partition):
+        if self.masker.attribution != SHAPLEY:
             raise ValueError(
-                "interaction values need all 2**M coalitions; with a Partition masker ExactExplainer "
-                "computes Owen values only. Use a background array or jaxshap.maskers.Independent."
+                f"interaction values need all 2**M coalitions; with a {type(self.masker).__name__} masker "
+                f"ExactExplainer computes {self.masker.attribution} values only. Use a background array or "
+                "jaxshap.maskers.Independent."
             )
         self._interactions = True
         try:

@@ -225,11 +225,11 @@ class KernelExplainer(Explainer):
         self.controls = ((3, third_order_ridge(m)),) if self.third_order else ()
 
     def _check_n_features(self, n_features: int) -> None:
-        if type(self.masker).__name__ == "Partition":
+        if self.masker.attribution != "Shapley":  # the regression estimates Shapley values only
             raise ValueError(
-                "KernelExplainer computes Shapley values and has no Owen form for a maskers.Partition "
-                "hierarchy; use jaxshap.ExactExplainer or jaxshap.PermutationExplainer with that masker, or "
-                "maskers.Independent(data) for Shapley values."
+                f"KernelExplainer computes Shapley values and has no {self.masker.attribution} form for a "
+                f"maskers.{type(self.masker).__name__} masker; use jaxshap.ExactExplainer or "
+                "jaxshap.PermutationExplainer with that masker, or maskers.Independent(data) for Shapley values."
             )
 
     def _coalitions_per_row(self) -> int:

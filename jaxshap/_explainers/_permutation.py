@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 import jax
-import jax.numpy as jnp
 
 from .._core._chunking import chunk_bytes, map_chunks
 from .._core._validate import DEFAULT_MEMORY_BUDGET
@@ -14,8 +13,7 @@ from .._core._inputs import check_walks
 from .._estimators._kernel import third_order_ridge
 from .._estimators._permutation import permutation_shapley, permutation_walks
 from .._estimators._permutation_controls import MAX_FIT_POINTS, adjust_walks, check_control_walks, fit_bytes_per_row, fit_points
-from .._coalitions._hierarchy import consistent_ranks
-from ..maskers._partition import Partition
+from ..maskers._base import SHAPLEY
 
 
 AUTO_MIN_BYTES = 2**16
@@ -33,9 +31,10 @@ class PermutationExplainer(Explainer):
     for every estimate; ``stderr`` is the spread across antithetic pairs over the square root of
     their number (see :func:`jaxshap.estimators.permutation_shapley`).
 
-    With a :class:`jaxshap.maskers.Partition` masker the permutations are drawn consistent with
-    the masker's feature hierarchy (each node swaps its two children with probability 1/2), so
-    the estimate is of the Owen values (shap's PermutationExplainer does the same).
+    The masker draws the orders (:meth:`jaxshap.maskers.Masker.sample_order_ranks`; uniform by
+    default). With a :class:`jaxshap.maskers.Partition` masker they are consistent with the
+    masker's feature hierarchy (each node swaps its two children with probability 1/2), so the
+    estimate is of the Owen values (shap's PermutationExplainer does the same).
 
     Args:
       model: callable ``[n, M] -> [n]`` or ``[n, K]`` (JAX or NumPy).
@@ -57,7 +56,8 @@ class PermutationExplainer(Explainer):
         alone, with 256 units or more it cost nothing measurable), provided ``n_permutations``
         is a multiple of 4 of at least 8, ``M >= 3``, each half has at most
         :data:`~jaxshap._estimators._permutation_controls.MAX_FIT_POINTS` prefixes, and the
-        masker is not a ``Partition`` (whose Owen values the surrogate does not preserve).
+        masker asks for Shapley values (not a ``Partition``'s Owen values, which the surrogate
+        does not preserve).
         ``True`` turns it on wherever it applies (for a cheap JAX model with a small
         background the fit costs more than doubling the walks would), ``False`` turns it off.
       feature_names: optional feature names.
@@ -90,8 +90,11 @@ class PermutationExplainer(Explainer):
         )
         m, walks = self.n_features, self.n_permutations
         why = None
-        if isinstance(self.masker, Partition):
-            why = "a Partition masker asks for Owen values, which the third-order surrogate does not preserve"
+        if self.masker.attribution != SHAPLEY:
+            why = (
+                f"a {type(self.masker).__name__} masker asks for {self.masker.attribution} values, which the "
+                "third-order surrogate does not preserve"
+            )
         elif m < 3:
             why = f"there are no third-order terms with {m} features"
         else:
@@ -111,16 +114,8 @@ class PermutationExplainer(Explainer):
         return self.n_permutations * (self.n_features - 1) + 2
 
     def _estimate(self, key, value_fn):
-        ranks_fn = None
-        if isinstance(self.masker, Partition):  # Owen values: orders consistent with the hierarchy
-            node, side, size = (jnp.asarray(t) for t in self.masker.order_tables)
-            n_nodes = max(self.n_features - 1, 1)
-
-            def ranks_fn(k, pairs):
-                flips = jax.random.bernoulli(k, 0.5, (pairs, n_nodes)).astype(jnp.int32)
-                return consistent_ranks(flips, node, side, size)
-
-        phi, stderr, v0, _ = permutation_shapley(key, value_fn, self.n_features, self.n_permutations, ranks_fn)
+        orders = self.masker.sample_order_ranks  # uniform, or as the masker's attribution asks
+        phi, stderr, v0, _ = permutation_shapley(key, value_fn, self.n_features, self.n_permutations, orders)
         return phi, v0, stderr
 
     def _explain_local(self, X, keys, rows_per_chunk, coalitions_per_chunk, n_valid=None):
@@ -132,7 +127,7 @@ class PermutationExplainer(Explainer):
         m, pairs = self.n_features, self.n_permutations // 2
 
         def walks(k, x):
-            return permutation_walks(k, self._value_fn(x, coalitions_per_chunk), m, pairs)
+            return permutation_walks(k, self._value_fn(x, coalitions_per_chunk), m, pairs, self.masker.sample_order_ranks)
 
         ranks, walk_f, walk_c = map_chunks(lambda a: jax.vmap(walks)(*a), (keys, X), rows_per_chunk, n_valid)
         rho = third_order_ridge(m)

@@ -1,4 +1,4 @@
-"""The masker protocol: what an explainer asks of a value function."""
+"""The masker protocol: what an explainer asks of a value function, and of the attribution."""
 
 from __future__ import annotations
 
@@ -7,15 +7,24 @@ from typing import Callable
 
 import jax
 
+from .._coalitions._masks import permutation_ranks, sample_permutations
+from .._core._pytree import register_fields
+from .._estimators._exact import exact_shapley
+
+ValueFn = Callable[[jax.Array], jax.Array]
+
+SHAPLEY = "Shapley"
+"""The :attr:`Masker.attribution` of a masker that leaves the attribution alone (the default)."""
+
 
 class Masker(abc.ABC):
     r"""Abstract base of the maskers: turns a model, a row and coalitions into coalition values.
 
     A masker defines the game :math:`v_x(S)` that an explainer attributes: the expected model
     output when the features in ``S`` take the row's values and the others are filled in (from
-    background rows, a fitted distribution, ...). Explainers only call :meth:`coalition_values`
-    and read the properties below; a masker is a JAX pytree (arrays as leaves, configuration as
-    static data) so that it can pass through ``jax.jit``.
+    background rows, a fitted distribution, ...). The model-agnostic explainers (Exact,
+    Permutation, Kernel) call :meth:`coalition_values`, read the properties below and call the
+    attribution hooks; they never ask for a masker's class.
 
     Subclasses define:
 
@@ -25,12 +34,58 @@ class Masker(abc.ABC):
     * ``feature_names``: names of the ``M`` features, or ``None``;
     * :meth:`coalition_values`.
 
+    **Pytree, by rule.** Every subclass is registered as a JAX pytree when its class is defined
+    (no decorator): each instance attribute is split by :func:`jaxshap._core._pytree.split`, so
+    every JAX or NumPy array it holds (also inside tuples, dicts and NamedTuples) is a leaf,
+    traced under ``jax.jit`` and differentiated by ``jax.grad``, and every other value (ints,
+    strings, tuples of numbers, ``None``) is static configuration, part of the compiled
+    program's cache key and compared by value. Two instances with equal configuration and
+    arrays of the same shapes share one compiled program. Hence:
+
+    * hold what the value function computes with (background rows, weights, moments, draws) as
+      arrays;
+    * hold what must stay concrete under tracing (sizes, a hierarchy the explainers enumerate on
+      the host) as Python values, such as a tuple of floats, never as a NumPy array;
+    * attributes whose name ends in ``_`` (caches) are left out of the tree.
+
+    A subclass that defines ``tree_flatten`` and ``tree_unflatten`` (the protocol of
+    ``jax.tree_util.register_pytree_node_class``) is registered with those instead.
+
+    **Attribution hooks.** By default explainers attribute the game's Shapley values. A masker
+    that changes the attribution, as :class:`jaxshap.maskers.Partition` does (Owen values over a
+    feature hierarchy), names it in :attr:`attribution` and overrides the hooks:
+
+    * :meth:`exact_coalition_count`, :meth:`check_exact_size` and :meth:`exact_attribution`:
+      what ``ExactExplainer`` evaluates and how it combines the values;
+    * :meth:`sample_order_ranks`: the orders ``PermutationExplainer`` walks;
+    * :attr:`auto_exact_features`: up to how many features ``jaxshap.Explainer`` picks the
+      exact explainer.
+
+    Estimators that exist for Shapley values only (KernelSHAP's regression, the exact
+    interaction indices, the permutation explainer's control variates) refuse, or turn off,
+    when :attr:`attribution` is not :data:`SHAPLEY`.
+
     Concrete maskers: :class:`jaxshap.maskers.Independent` (interventional),
     :class:`jaxshap.maskers.Partition` (interventional, Owen values over a feature hierarchy) and
     :class:`jaxshap.maskers.Gaussian` (observational).
     """
 
     feature_names: tuple[str, ...] | None = None
+
+    attribution: str = SHAPLEY
+    """The value explainers compute with this masker, named in messages: ``"Shapley"`` or, for
+    a masker whose hooks compute another one, its name (``"Owen"``)."""
+
+    auto_exact_features: int = 10
+    """``jaxshap.Explainer`` computes exact attributions up to this many features and samples
+    beyond (shap's rule for Shapley values: 10)."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if hasattr(cls, "tree_flatten") and hasattr(cls, "tree_unflatten"):
+            jax.tree_util.register_pytree_node_class(cls)
+        else:
+            register_fields(cls)
 
     @property
     @abc.abstractmethod
@@ -64,3 +119,44 @@ class Masker(abc.ABC):
         Returns:
           ``[C, K]`` coalition values.
         """
+
+    # --- attribution hooks (defaults: Shapley values) -------------------------------------------
+    def exact_coalition_count(self) -> int:
+        """Coalitions per row that :meth:`exact_attribution` evaluates: all ``2**M`` of them."""
+        return 2**self.n_features
+
+    def check_exact_size(self, max_coalitions: int) -> None:
+        """Raise when :meth:`exact_coalition_count` exceeds ``max_coalitions`` (``ExactExplainer``'s limit).
+
+        Raises:
+          ValueError: naming the feature count and the explainers that sample instead.
+        """
+        m = self.n_features
+        if self.exact_coalition_count() > max_coalitions:
+            raise ValueError(
+                f"ExactExplainer enumerates 2**M coalitions and supports at most {max_coalitions.bit_length() - 1} "
+                f"features; the data has {m} (2**{m} = {2**m:,} coalitions). "
+                "Use jaxshap.KernelExplainer or jaxshap.PermutationExplainer instead."
+            )
+
+    def exact_attribution(self, value_fn: ValueFn) -> tuple[jax.Array, jax.Array]:
+        r"""The exact attribution of one row's game: ``(phi [M, ...], v(empty) [...])``.
+
+        Default: the Shapley values :math:`\phi_j = \sum_{S \not\ni j} \frac{|S|!(M-|S|-1)!}{M!}
+        [v(S \cup \{j\}) - v(S)]` over all ``2**M`` coalitions (see
+        :func:`jaxshap.estimators.exact_shapley`).
+
+        Args:
+          value_fn: maps boolean coalitions ``[C, M]`` to values ``[C, ...]`` (traced).
+        """
+        phi, v_empty, _ = exact_shapley(value_fn, self.n_features)
+        return phi, v_empty
+
+    def sample_order_ranks(self, key: jax.Array, n_orders: int) -> jax.Array:
+        """Ranks ``[n_orders, M]`` of random feature orders for ``PermutationExplainer``'s walks.
+
+        ``ranks[p, j]`` is feature ``j``'s position in order ``p``; the reverse of every order
+        must be as likely as the order (the explainer walks both). Default: uniform orders,
+        whose mean marginal contributions are the Shapley values.
+        """
+        return permutation_ranks(sample_permutations(key, self.n_features, n_orders))

@@ -10,12 +10,13 @@ import numpy as np
 
 from .._algebra._gaussian import conditional_draws, prepare, sample_moments
 from .._core._inputs import as_key, as_matrix, check_finite, column_names, is_traced
+from .._core._validate import integer
+from ._base import Masker
 
 DEFAULT_SAMPLES = 2048
 
 
-@jax.tree_util.register_pytree_node_class
-class Gaussian:
+class Gaussian(Masker):
     r"""Observational (conditional) coalition values under :math:`X \sim \mathcal N(\mu, \Sigma)`.
 
     .. math::
@@ -74,8 +75,7 @@ class Gaussian:
         self._setup(mean, cov, n_samples, key, rcond, feature_names)
 
     def _setup(self, mean, cov, n_samples, key, rcond, feature_names, **prepare_options) -> None:
-        if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
-            raise ValueError(f"`n_samples` must be a positive integer (2048 is the default); got {n_samples!r}.")
+        n_samples = integer(n_samples, "n_samples", least=1, rule=f"a positive integer ({DEFAULT_SAMPLES} is the default)")
         if not is_traced(mean):
             mean = np.asarray(mean)
         if not is_traced(cov):
@@ -86,8 +86,8 @@ class Gaussian:
         if feature_names is not None and len(feature_names) != m:
             raise ValueError(f"`feature_names` has {len(feature_names)} names but `mean` has {m} features.")
         self.feature_names = None if feature_names is None else tuple(str(n) for n in feature_names)
-        half = jax.random.normal(as_key(key), ((int(n_samples) + 1) // 2, m), self._g.mean.dtype)
-        self.noise = jnp.concatenate([half, -half], axis=0)[: int(n_samples)]
+        half = jax.random.normal(as_key(key), ((n_samples + 1) // 2, m), self._g.mean.dtype)
+        self.noise = jnp.concatenate([half, -half], axis=0)[:n_samples]
 
     @classmethod
     def fit(
@@ -168,16 +168,6 @@ class Gaussian:
           ``[C, K]`` coalition values (Monte-Carlo means over the shared draws).
         """
         return f(self.conditional_samples(x, masks)).mean(axis=1)
-
-    def tree_flatten(self):
-        return (self._g, self.noise), (self.feature_names,)
-
-    @classmethod
-    def tree_unflatten(cls, aux, children):
-        obj = object.__new__(cls)
-        obj._g, obj.noise = children
-        (obj.feature_names,) = aux
-        return obj
 
     def __repr__(self) -> str:
         m = self.n_features if not is_traced(self._g.mean) else "traced"

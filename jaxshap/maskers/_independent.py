@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._core._inputs import as_matrix, check_finite, column_names, is_traced
+from .._core._validate import integer
 from ._base import Masker
 
 DEFAULT_MAX_SAMPLES = 100
@@ -42,7 +43,6 @@ def _read_background(data: Any) -> tuple[Any, Any, Any]:
     return data, None, column_names(data)
 
 
-@jax.tree_util.register_pytree_node_class
 class Independent(Masker):
     r"""Interventional (marginal) coalition values over a background data set.
 
@@ -77,10 +77,8 @@ class Independent(Masker):
         if weights is None:
             weights = summary_weights
         self.feature_names = None if names is None else tuple(names)
-        if max_samples is not None and (
-            isinstance(max_samples, bool) or not isinstance(max_samples, (int, np.integer)) or max_samples < 1
-        ):
-            raise ValueError(f"`max_samples` must be a positive integer or None (keep every row); got {max_samples!r}.")
+        if max_samples is not None:
+            max_samples = integer(max_samples, "max_samples", least=1, rule="a positive integer or None (keep every row)")
         n_rows = int(np.shape(data)[0]) if np.ndim(data) == 2 or hasattr(data, "nnz") else None
         if weights is not None and not is_traced(weights):
             weights = np.asarray(weights, np.float64).reshape(-1)
@@ -90,12 +88,12 @@ class Independent(Masker):
                 raise ValueError("`weights` must be finite, non-negative and not all zero.")
         if max_samples is not None and n_rows is not None and n_rows > max_samples:
             if key is None:
-                pick = shap_sample_rows(n_rows, int(max_samples))
+                pick = shap_sample_rows(n_rows, max_samples)
             else:
-                pick = np.asarray(jax.random.choice(key, n_rows, (int(max_samples),), replace=False))
+                pick = np.asarray(jax.random.choice(key, n_rows, (max_samples,), replace=False))
             warnings.warn(
                 f"jaxshap.maskers.Independent: the background has {n_rows} rows; keeping a random sample of "
-                f"{int(max_samples)} (max_samples={int(max_samples)}, as shap does). Pass max_samples=None to keep "
+                f"{max_samples} (max_samples={max_samples}, as shap does). Pass max_samples=None to keep "
                 f"all {n_rows} rows (the cost grows with them), or a weighted summary (k-means centres and weights).",
                 UserWarning,
                 stacklevel=2,
@@ -147,16 +145,6 @@ class Independent(Masker):
         if self.weights is None:
             return f(inputs).mean(axis=1)
         return jnp.einsum("cbk,b->ck", f(inputs), self.weights)
-
-    def tree_flatten(self):
-        return (self.data, self.weights), (self.feature_names,)
-
-    @classmethod
-    def tree_unflatten(cls, aux, children):
-        obj = object.__new__(cls)
-        obj.data, obj.weights = children
-        (obj.feature_names,) = aux
-        return obj
 
     def __repr__(self) -> str:
         shape = tuple(self.data.shape) if not is_traced(self.data) else "traced"

@@ -5,21 +5,22 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from .._coalitions._hierarchy import (
     LINKAGES,
     check_linkage,
+    consistent_ranks,
     correlation_distances,
     linkage,
     order_tables,
     owen_plan,
 )
-from ._independent import DEFAULT_MAX_SAMPLES, Independent
 from .._coalitions._static_cache import static_cache
-
-MAX_OWEN_COALITIONS = 2**20
-"""Exact Owen values refuse hierarchies that need more coalitions per row than this."""
+from .._estimators._owen import owen_exact
+from ._base import ValueFn
+from ._independent import DEFAULT_MAX_SAMPLES, Independent
 
 
 @static_cache(32)
@@ -28,7 +29,6 @@ def _tables(clustering: tuple, n_features: int):
     return owen_plan(Z, n_features), order_tables(Z, n_features)
 
 
-@jax.tree_util.register_pytree_node_class
 class Partition(Independent):
     r"""Interventional coalition values with a hierarchy of features: explainers give Owen values.
 
@@ -90,29 +90,55 @@ class Partition(Independent):
             Z = _linkage(np.asarray(self.data), linkage) if m > 1 else np.zeros((0, 4))
         else:
             Z = check_linkage(clustering, m)
-        self.clustering = Z
-        self._key = tuple(float(v) for v in Z.reshape(-1))
+        # static configuration: a tuple stays concrete under jit (an array would be a traced leaf)
+        self._clustering = tuple(float(v) for v in Z.reshape(-1))
+
+    @property
+    def clustering(self) -> np.ndarray:
+        """The feature hierarchy as a linkage matrix ``[M - 1, 4]`` in SciPy's format."""
+        return np.asarray(self._clustering, np.float64).reshape(-1, 4)
 
     @property
     def owen_coalitions(self) -> tuple[np.ndarray, np.ndarray]:
         """``(masks [C, M], coef [M, C])``: exact Owen values are ``coef @ v(masks)``."""
-        return _tables(self._key, self.n_features)[0]
+        return _tables(self._clustering, self.n_features)[0]
 
     @property
     def order_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(node, side, size)`` tables to draw hierarchy-consistent orders."""
-        return _tables(self._key, self.n_features)[1]
+        return _tables(self._clustering, self.n_features)[1]
 
-    def tree_flatten(self):
-        return (self.data, self.weights), (self.feature_names, self._key)
+    # --- attribution hooks: Owen values over the hierarchy -----------------------------------
+    attribution = "Owen"
+    auto_exact_features = 32
+    """``jaxshap.Explainer`` computes exact Owen values up to 32 features (shap's rule), when the
+    hierarchy needs at most ``ExactExplainer``'s limit of coalitions."""
 
-    @classmethod
-    def tree_unflatten(cls, aux, children):
-        obj = object.__new__(cls)
-        obj.data, obj.weights = children
-        obj.feature_names, obj._key = aux
-        obj.clustering = np.asarray(obj._key, np.float64).reshape(-1, 4)
-        return obj
+    def exact_coalition_count(self) -> int:
+        """The coalitions exact Owen values need: unions of siblings along each feature's path."""
+        return self.owen_coalitions[0].shape[0]
+
+    def check_exact_size(self, max_coalitions: int) -> None:
+        """Raise when the hierarchy needs more than ``max_coalitions`` coalitions per row."""
+        c = self.exact_coalition_count()
+        if c > max_coalitions:
+            raise ValueError(
+                f"exact Owen values over this feature hierarchy need {c:,} coalitions per row (more than "
+                f"{max_coalitions:,}); use jaxshap.PermutationExplainer with the Partition masker."
+            )
+
+    def exact_attribution(self, value_fn: ValueFn) -> tuple[jax.Array, jax.Array]:
+        """Exact Owen values ``coef @ v(masks)`` (see :func:`jaxshap._estimators._owen.owen_exact`)."""
+        phi, v_empty, _ = owen_exact(value_fn, *self.owen_coalitions)
+        return phi, v_empty
+
+    def sample_order_ranks(self, key: jax.Array, n_orders: int) -> jax.Array:
+        """Ranks of hierarchy-consistent orders: each internal node swaps its two children with
+        probability 1/2 (flipping every node reverses an order, so reverses are as likely)."""
+        node, side, size = (jnp.asarray(t) for t in self.order_tables)
+        n_nodes = max(self.n_features - 1, 1)
+        flips = jax.random.bernoulli(key, 0.5, (n_orders, n_nodes)).astype(jnp.int32)
+        return consistent_ranks(flips, node, side, size)
 
 
 def _linkage(data: np.ndarray, method: str) -> np.ndarray:
