@@ -245,3 +245,12 @@ def test_gradient_explainer_errors(problem):
         ex(X[:, :3])
     with pytest.raises(ValueError, match="NaN"):
         ex(np.full((1, 4), np.nan, np.float32))
+
+
+def test_gradient_explainer_refuses_a_masker_whose_attribution_is_not_shapley(rng):
+    """A Partition masker asks for Owen values; expected gradients would silently ignore its hierarchy."""
+    bg = rng.normal(size=(20, 4)).astype(np.float32)
+    model = lambda X: jnp.tanh(X).sum(-1)  # noqa: E731
+    with pytest.raises(ValueError, match="Owen"):
+        jaxshap.GradientExplainer(model, jaxshap.maskers.Partition(bg))
+    assert jaxshap.GradientExplainer(model, jaxshap.maskers.Independent(bg, max_samples=None)).n_features == 4

@@ -29,6 +29,7 @@ from .._engine._rows import RowExplainer
 from .._core._validate import integer, number
 from .._core._validate import memory_budget as check_memory_budget
 from ..maskers import Independent
+from ..maskers._base import SHAPLEY
 
 
 def differentiable_model(model: Callable, n_features: int, dtype: Any, probe: jax.Array, who: str) -> Model:
@@ -44,7 +45,15 @@ def differentiable_model(model: Callable, n_features: int, dtype: Any, probe: ja
 
 
 def reject_weights(masker: Any, who: str) -> None:
-    """Raise for a weighted background (a k-means summary): its rows would be used unweighted."""
+    """Raise for a background these explainers would misread: a weighted one (a k-means summary,
+    whose rows they would use unweighted) or a masker whose attribution is not the Shapley value
+    (a ``Partition`` masker's Owen values, whose hierarchy they would ignore)."""
+    if masker.attribution != SHAPLEY:
+        raise ValueError(
+            f"{who} computes Shapley values and cannot honour a {type(masker).__name__} masker's "
+            f"{masker.attribution} values; pass its background rows (`masker.data`) for Shapley values, "
+            "or use ExactExplainer / PermutationExplainer with the masker."
+        )
     if getattr(masker, "weights", None) is not None:
         raise ValueError(
             f"{who} draws background rows uniformly and does not support a weighted background "
