@@ -123,6 +123,7 @@ def test_interventional_values_equal_the_oracle_and_are_efficient(setup):
     total = np.asarray(expl.values).sum(1) + np.asarray(expl.base_values)
     np.testing.assert_allclose(total, model.predict(rows), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(np.asarray(expl.base_values), model.predict(bg).mean(), rtol=1e-5, atol=1e-6)
+    assert jaxshap.TreeExplainer(model, bg)(rows[:0]).values.shape == (0, M)
 
 
 def test_path_dependent_values_equal_the_oracle(setup):

@@ -155,6 +155,6 @@ class LightGBMReader(TreeReader):
     def raw_output(self, model: Any, ensemble: TreeEnsemble, X: np.ndarray) -> np.ndarray:
         try:
             out = _booster(model).predict(X, raw_score=True, num_iteration=ensemble.n_rounds)
-        except (TypeError, ValueError):  # pragma: no cover - the library refused the rows as given
+            return np.asarray(out, np.float64).reshape(X.shape[0], -1)
+        except (TypeError, ValueError):  # the library refused the rows as given (or there are none)
             return ensemble.predict(X)
-        return np.asarray(out, np.float64).reshape(X.shape[0], -1)

@@ -139,9 +139,9 @@ class XGBoostReader(TreeReader):
                 X.astype(np.float32), iteration_range=(0, ensemble.n_rounds), predict_type="margin",
                 missing=np.nan, validate_features=False,
             )
-        except (TypeError, ValueError):  # pragma: no cover - the library refused the rows as given
+            return np.asarray(out, np.float64).reshape(X.shape[0], -1)
+        except (TypeError, ValueError):  # the library refused the rows as given (or there are none)
             return ensemble.predict(X)
-        return np.asarray(out, np.float64).reshape(X.shape[0], -1)
 
     def input_rows(self, x: Any) -> tuple[np.ndarray, list[str] | None] | None:
         """An ``xgboost.DMatrix`` (or ``QuantileDMatrix``): its stored entries, absent ones missing."""
