@@ -13,10 +13,11 @@ Public API (everything else is private):
 * Submodules: :mod:`jaxshap.maskers` (value functions), :mod:`jaxshap.estimators` (estimator
   kernels on any value function), :mod:`jaxshap.coalitions` (masks, weights, sampling),
   :mod:`jaxshap.datasets` (data shipped with the package), :mod:`jaxshap.plots` (shap's plots
-  on jaxshap results).
+  on jaxshap results), :mod:`jaxshap.trees` (tree ensembles: the reader protocol that adds a
+  model format to ``TreeExplainer``).
 """
 
-from . import coalitions, datasets, estimators, maskers, plots
+from . import coalitions, datasets, estimators, maskers, plots, trees
 from ._explainers._amortized import AmortizedExplainer
 from ._platform._cache import enable_compilation_cache
 from ._core._validate import DEFAULT_MEMORY_BUDGET
@@ -58,4 +59,5 @@ __all__ = [
     "maskers",
     "partial_dependence",
     "plots",
+    "trees",
 ]

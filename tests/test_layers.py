@@ -33,6 +33,7 @@ LAYERS = {
     "coalitions": 8,
     "estimators": 8,
     "explainers": 8,
+    "trees": 8,
     "_demo": 8,
     "__main__": 9,
     "__init__": 9,

@@ -17,7 +17,7 @@ xgb = pytest.importorskip("xgboost")
 from jaxshap._tree._import import import_model  # noqa: E402
 from jaxshap._tree._interventional import interventional_tables_host, pattern_table  # noqa: E402
 from jaxshap._tree._path_dependent import path_shapley, path_tables_host  # noqa: E402
-from jaxshap._tree._paths import decompose  # noqa: E402
+from jaxshap._tree._paths import decompose, follows, follows_host, slot_arrays  # noqa: E402
 
 
 @pytest.mark.parametrize("u", [1, 2, 4, 6])
@@ -34,6 +34,27 @@ def test_tables_equal_pattern_by_pattern_kernels(u):
     pair = pattern_table(u, np.float64)
     expected = np.stack([pair[:, codes[:, i], :].mean(1) for i in range(p)])
     np.testing.assert_allclose(interventional_tables_host(codes, u, max_chunk_bytes=1), expected, rtol=0, atol=1e-14)
+
+
+def test_follows_on_device_equals_follows_on_host():
+    """``follows`` (JAX, one row) and ``follows_host`` (NumPy, many rows) on numeric, missing and
+    categorical slots, including negative and unseen category codes."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(3)
+    n = 300
+    a, b, c = rng.normal(size=n), rng.normal(size=n), rng.integers(0, 40, size=n)
+    df = pd.DataFrame({"a": a, "c": pd.Categorical(c, categories=range(40)), "b": b})
+    y = np.sin(c * 1.3) + a * (b > 0)
+    model = xgb.XGBRegressor(n_estimators=3, max_depth=4, enable_categorical=True, tree_method="hist").fit(df, y)
+    paths = decompose(import_model(model))
+    assert paths.cat is not None and paths.cat.any()
+    X = np.column_stack([a, c.astype(np.float64), b]).astype(np.float32)[:64]
+    X[::5, 0] = np.nan
+    X[1::7, 1] = np.nan
+    X[2::9, 1] = -1.0
+    X[3::11, 1] = 45.0
+    on_device = jax.vmap(follows, (None, 0))(slot_arrays(paths, np.float32), X)
+    np.testing.assert_array_equal(np.asarray(on_device), follows_host(paths, X))
 
 
 def _deep_model():

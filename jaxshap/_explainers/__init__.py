@@ -1,1 +1,1 @@
-"""The model-agnostic and linear explainers (the tree explainer lives in ``jaxshap._tree``)."""
+"""The explainers: model-agnostic (exact, permutation, kernel), linear, gradient, amortized and tree (``_tree/``), and ``Explainer`` (``_auto.py``), which picks one."""

@@ -8,6 +8,7 @@ from typing import Any, Sequence
 
 from .._core._links import resolve_link
 from .._engine._shap_api import unpickle_explainer
+from .._tree._import import reader_for
 from ..maskers import Independent
 from ._exact import MAX_EXACT_FEATURES, ExactExplainer
 from ._kernel import KernelExplainer
@@ -17,21 +18,10 @@ from ._tree import TreeExplainer
 
 ALGORITHMS = ("auto", "tree", "linear", "exact", "permutation", "kernel")
 
-_TREE_CLASSES = {
-    "DecisionTreeRegressor", "DecisionTreeClassifier", "ExtraTreeRegressor", "ExtraTreeClassifier",
-    "RandomForestRegressor", "RandomForestClassifier", "ExtraTreesRegressor", "ExtraTreesClassifier",
-    "GradientBoostingRegressor", "GradientBoostingClassifier",
-    "HistGradientBoostingRegressor", "HistGradientBoostingClassifier", "IsolationForest",
-}
-
-
 def is_tree_model(model: Any) -> bool:
-    """A fitted XGBoost, LightGBM or scikit-learn tree model (recognised by its type, not called)."""
-    cls = type(model)
-    root = (cls.__module__ or "").split(".")[0]
-    if root in ("xgboost", "lightgbm"):
-        return cls.__name__ in ("Booster",) or hasattr(model, "get_booster") or hasattr(model, "booster_")
-    return root == "sklearn" and cls.__name__ in _TREE_CLASSES
+    """A model a registered tree reader recognises (XGBoost, LightGBM, scikit-learn trees, ...;
+    by its type, without calling it): see :class:`jaxshap.trees.TreeReader`."""
+    return reader_for(model) is not None
 
 
 def is_linear_model(model: Any) -> bool:

@@ -1,5 +1,11 @@
-"""TreeSHAP for tree ensembles: model import, path decomposition, exact kernels."""
+"""TreeSHAP for tree ensembles: model readers, path decomposition, exact kernels.
 
-from ._import import SUPPORTED, import_model
+Each model format is read by a :class:`TreeReader` in its own module, registered when the
+module is imported below; a new format is one new module and one import line here.
+"""
 
-__all__ = ["SUPPORTED", "import_model"]
+from ._reader import TreeReader, readers
+from . import _xgboost, _lightgbm, _sklearn, _isolation_forest, _passthrough  # noqa: F401  (register the readers)
+from ._import import find_reader, import_model, reader_for, supported
+
+__all__ = ["TreeReader", "find_reader", "import_model", "reader_for", "readers", "supported"]

@@ -56,8 +56,10 @@ class TreeEnsemble:
       tree_round: ``[T]`` int boosting round (iteration) of each tree, for ``tree_limit``.
       default_rounds: the number of rounds the model's own ``predict`` uses (early stopping's
         best iteration), or ``None`` for all of them.
-      link: how the raw output maps to the model's prediction: ``"identity"``, ``"logistic"``
-        (binary log-odds), ``"softmax"`` (multi-class scores) or ``None`` when unknown.
+      output_transform: the function the model's library applies to the raw output to predict:
+        ``"identity"``, ``"sigmoid"`` (binary log-odds to a probability), ``"softmax"``
+        (multi-class scores to probabilities) or ``None`` when unknown. (The explainers'
+        ``link="logit"`` is the inverse of ``"sigmoid"``: it maps a probability to log-odds.)
       loss: the training loss for ``model_output="log_loss"``: ``"squared_error"``,
         ``"binary_crossentropy"``, ``"multiclass_crossentropy"`` or ``None``.
       cat_left: ``[T, N, W]`` uint32 bit sets, or ``None`` when no split is categorical: at a
@@ -82,7 +84,7 @@ class TreeEnsemble:
     sparse_missing: bool = False
     tree_round: np.ndarray | None = None
     default_rounds: int | None = None
-    link: str | None = None
+    output_transform: str | None = None
     loss: str | None = None
     cat_left: np.ndarray | None = None
     cat_invalid_left: np.ndarray | None = None
@@ -215,8 +217,17 @@ def make_tree(feature, threshold, left, right, default_left, value, cover, missi
     )
 
 
-def stack_trees(trees: list[Tree], base, n_features: int, source: str) -> TreeEnsemble:
-    """Pad trees to a common node count (padding nodes are unreachable leaves) and stack them."""
+def stack_trees(trees: list[Tree], base, n_features: int, source: str, **attributes) -> TreeEnsemble:
+    """Pad trees to a common node count (padding nodes are unreachable leaves) and stack them.
+
+    Args:
+      trees: the trees, each as :func:`make_tree` builds it.
+      base: ``[K]`` (or a scalar) constant added to the trees' sum.
+      n_features: ``M``.
+      source: a short description of the model, for messages.
+      **attributes: the other fields of :class:`TreeEnsemble` (``precision``, ``output_transform``,
+        ``loss``, ``tree_round``, ...).
+    """
     if not trees:
         raise ValueError(f"The {source} model has no trees; fit it before explaining it.")
     n = max(t.feature.shape[0] for t in trees)
@@ -256,6 +267,7 @@ def stack_trees(trees: list[Tree], base, n_features: int, source: str) -> TreeEn
         source=source,
         cat_left=cat_left,
         cat_invalid_left=cat_invalid_left,
+        **attributes,
     )
 
 

@@ -1,57 +1,49 @@
-"""Recognise a tree model by its type's module and import it into a :class:`TreeEnsemble`.
-
-The model libraries stay optional: nothing is imported until a model of theirs is passed.
-"""
+"""Find the registered reader of a tree model and read the model into a :class:`TreeEnsemble`."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from ._ensemble import TreeEnsemble
-
-SUPPORTED = (
-    "XGBoost: Booster, XGBRegressor, XGBClassifier (and other xgboost.sklearn tree models); "
-    "LightGBM: Booster, LGBMRegressor, LGBMClassifier; "
-    "scikit-learn: DecisionTree/ExtraTree Regressor/Classifier, RandomForest Regressor/Classifier, "
-    "ExtraTrees Regressor/Classifier, GradientBoosting Regressor/Classifier, "
-    "HistGradientBoosting Regressor/Classifier, IsolationForest"
-)
-
-_SKLEARN = {
-    "DecisionTreeRegressor", "DecisionTreeClassifier", "ExtraTreeRegressor", "ExtraTreeClassifier",
-    "RandomForestRegressor", "RandomForestClassifier", "ExtraTreesRegressor", "ExtraTreesClassifier",
-    "GradientBoostingRegressor", "GradientBoostingClassifier",
-    "HistGradientBoostingRegressor", "HistGradientBoostingClassifier", "IsolationForest",
-}
+from ._reader import TreeReader, readers
 
 
-def import_model(model) -> TreeEnsemble:
-    """Convert a fitted tree model into a :class:`TreeEnsemble`.
+def reader_for(model: Any) -> TreeReader | None:
+    """The first registered reader (the most recently registered first) that recognises
+    ``model``, or ``None``."""
+    for reader in readers():
+        if reader.recognises(model):
+            return reader
+    return None
+
+
+def supported() -> str:
+    """The models the registered readers read, in words, in the order they were registered."""
+    return "; ".join(r.formats or type(r).__name__ for r in reversed(readers()))
+
+
+def find_reader(model: Any) -> TreeReader:
+    """The reader of ``model``.
 
     Raises:
-      TypeError: for a model that is not one of the supported kinds (the message lists them).
+      TypeError: when no registered reader recognises it (the message lists the supported models).
     """
-    if isinstance(model, TreeEnsemble):
-        return model
-    cls = type(model)
-    module = cls.__module__ or ""
-    root = module.split(".")[0]
-    fitted = getattr(model, "__sklearn_is_fitted__", None)  # the sklearn wrappers of XGBoost and LightGBM
-    if root in ("xgboost", "lightgbm") and fitted is not None and not fitted():
-        raise ValueError(f"`model`: the {cls.__name__} is not fitted; call fit before explaining it.")
-    if root == "xgboost":
-        from ._xgboost import load_xgboost
+    reader = reader_for(model)
+    if reader is None:
+        cls = type(model)
+        raise TypeError(
+            f"TreeExplainer cannot read a model of type {cls.__module__}.{cls.__name__}. Supported models: "
+            f"{supported()}. For any other model use jaxshap.ExactExplainer, PermutationExplainer or "
+            "KernelExplainer; or read it with a jaxshap.trees.TreeReader."
+        )
+    return reader
 
-        return load_xgboost(model)
-    if root == "lightgbm":
-        from ._lightgbm import load_lightgbm
 
-        return load_lightgbm(model)
-    if root == "sklearn" and cls.__name__ in _SKLEARN:
-        if not hasattr(model, "n_features_in_"):
-            raise ValueError(f"The {cls.__name__} is not fitted; call fit before explaining it.")
-        from ._sklearn import load_sklearn
+def import_model(model: Any) -> TreeEnsemble:
+    """Convert a fitted tree model into a :class:`TreeEnsemble` with its registered reader.
 
-        return load_sklearn(model)
-    raise TypeError(
-        f"TreeExplainer cannot read a model of type {module}.{cls.__name__}. Supported models: {SUPPORTED}. "
-        "For any other model use jaxshap.ExactExplainer, PermutationExplainer or KernelExplainer."
-    )
+    Raises:
+      TypeError: for a model no registered reader recognises (the message lists the supported ones).
+      ValueError: for an unfitted model.
+    """
+    return find_reader(model).read(model)

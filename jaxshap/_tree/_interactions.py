@@ -42,6 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._coalitions._combinatorics import all_codes_bits
 from .._core._chunking import map_chunks
 from ._interventional import pair_shapley, pattern_table
 from ._path_dependent import path_shapley, path_tables_host
@@ -66,7 +67,7 @@ def path_interaction_tables_host(zero_fraction: np.ndarray) -> np.ndarray:
     """``[P, 2**U, U, U]`` path-dependent interaction values of every pattern, unit leaf value."""
     p, n = zero_fraction.shape
     codes = np.arange(2**n)
-    bits = ((codes[:, None] >> np.arange(n)) & 1).astype(np.float64)  # [2**U, U]
+    bits = all_codes_bits(n).astype(np.float64)  # [2**U, U]
     phi = path_tables_host(zero_fraction)  # [P, 2**U, U]
     pairs = np.zeros((p, 2**n, n, n))
     for w in range(n):
@@ -85,7 +86,7 @@ def interventional_pair_table(n_slots: int) -> np.ndarray:
     n = n_slots
     phi = pattern_table(n, np.float64)  # [x, b, U]
     codes = np.arange(2**n)
-    bits = ((codes[:, None] >> np.arange(n)) & 1).astype(bool)
+    bits = all_codes_bits(n)
     pairs = np.zeros((2**n, 2**n, n, n))
     for w in range(n):
         in_a = bits[:, None, w] & ~bits[None, :, w]
@@ -155,8 +156,7 @@ def build_groups(paths, background, dtype, memory_budget: int) -> list[dict]:
             follow = follows_host(g, np.asarray(background))  # [B, P, U]
             if tabled:
                 table_budget -= table_bytes
-                codes = (follow.astype(np.int64) << np.arange(u)).sum(-1)
-                table = interventional_interaction_tables_host(codes, u) * value
+                table = interventional_interaction_tables_host(pattern(follow, np), u) * value
                 params["table"] = jax.device_put(np.asarray(table, dtype))
             else:
                 params["background"] = jax.device_put(follow)
@@ -209,15 +209,8 @@ def rows_per_chunk(groups: list, n_rows: int, n_features: int, n_outputs: int, m
     return max(1, min(n_rows, budget // max(per_row * itemsize, 1)))
 
 
-def explain_interactions(explainer, X: jax.Array) -> jax.Array:
-    """``[n, M, M, K]`` interaction values of validated rows ``X`` for a ``TreeExplainer``.
-
-    The tables are built on the first call and kept on the explainer.
-    """
-    groups = getattr(explainer, "_interaction_groups", None)
-    if groups is None:
-        groups = build_groups(explainer._paths, explainer._background, explainer.dtype, explainer.memory_budget)
-        explainer._interaction_groups = groups
-    m, k = explainer.n_features, explainer.n_outputs
-    chunk = rows_per_chunk(groups, X.shape[0], m, k, explainer.memory_budget, explainer.dtype.itemsize)
-    return interaction_rows(groups, X, m, k, chunk)
+def interaction_values(groups: list, X: jax.Array, n_features: int, n_outputs: int, memory_budget: int) -> jax.Array:
+    """``[n, M, M, K]`` interaction values of routed rows ``X`` (the codes a build's router gives)
+    with the groups of :func:`build_groups`, in chunks under ``memory_budget``."""
+    chunk = rows_per_chunk(groups, X.shape[0], n_features, n_outputs, memory_budget, X.dtype.itemsize)
+    return interaction_rows(groups, X, n_features, n_outputs, chunk)

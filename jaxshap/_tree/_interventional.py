@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._coalitions._combinatorics import shapley_weight
+from .._coalitions._combinatorics import all_codes_bits, shapley_weight
 from .._coalitions._static_cache import static_cache
 
 
@@ -73,8 +73,7 @@ def pattern_table(n_slots: int, dtype) -> np.ndarray:
     The same closed form as :func:`pair_shapley`, tabulated on the host with NumPy.
     """
     wa, wb = (np.asarray(w, np.float64) for w in _weight_tables(n_slots, np.float64))
-    codes = np.arange(2**n_slots)
-    bits = ((codes[:, None] >> np.arange(n_slots)) & 1).astype(bool)
+    bits = all_codes_bits(n_slots)
     x, b = bits[:, None, :], bits[None, :, :]
     only_x, only_b = x & ~b, b & ~x
     a_count = only_x.sum(-1, keepdims=True)
@@ -111,12 +110,10 @@ def interventional_tables_host(bg_codes: np.ndarray, n_slots: int, max_chunk_byt
     size = 2**u
     wa, wb = _weight_tables(u, np.float64)
     codes = np.arange(size)
-    pc = np.bitwise_count(codes.astype(np.uint64)).astype(np.int64) if hasattr(np, "bitwise_count") else \
-        ((codes[:, None] >> np.arange(max(u, 1))) & 1).sum(1)
-    full = size - 1
-    nota = full ^ codes
+    in_a = all_codes_bits(u)  # [2**U, U]
+    pc = in_a.sum(1)
+    nota = (size - 1) ^ codes
     bits = 1 << np.arange(u)
-    in_a = ((codes[:, None] >> np.arange(u)) & 1).astype(bool)  # [2**U, U]
     flat = np.arange(p)[None, :] * size + bg_codes
     hist = np.bincount(flat.reshape(-1), minlength=p * size).reshape(p, size) / n_bg
     out = np.empty((p, size, u))

@@ -1,4 +1,4 @@
-"""Import LightGBM models (``Booster``, ``LGBMRegressor``, ``LGBMClassifier``, ...).
+"""The LightGBM reader (``Booster``, ``LGBMRegressor``, ``LGBMClassifier``, ...).
 
 The model is read from its text serialisation (``model_to_string``), whose per-tree node arrays
 (thresholds printed with 17 significant digits, so exactly) parse into NumPy arrays without
@@ -7,11 +7,12 @@ visiting nodes one by one.
 
 from __future__ import annotations
 
-import dataclasses
+from typing import Any
 
 import numpy as np
 
 from ._ensemble import MISSING_AS_ZERO, MISSING_CATEGORICAL, MISSING_NAN, MISSING_ZERO, TreeEnsemble, make_tree, one_hot_values, stack_trees
+from ._reader import TreeReader, require_fitted, root_module
 
 # LightGBM's decision_type bit field: bit 0 categorical, bit 1 default left, bits 2-3 missing type
 _MISSING_CODES = np.asarray([MISSING_AS_ZERO, MISSING_ZERO, MISSING_NAN, MISSING_NAN], dtype=np.int8)
@@ -89,8 +90,8 @@ def _tree(block: dict, k: int, n_outputs: int, scale: float):
     )
 
 
-def _link(objective: str) -> tuple[str | None, str | None, float]:
-    """(link, loss, sigmoid scale) from the objective line, e.g. ``binary sigmoid:1``."""
+def _output_transform(objective: str) -> tuple[str | None, str | None, float]:
+    """(output transform, loss, sigmoid scale) from the objective line, e.g. ``binary sigmoid:1``."""
     parts = objective.split()
     name = parts[0] if parts else ""
     sigmoid = 1.0
@@ -100,7 +101,7 @@ def _link(objective: str) -> tuple[str | None, str | None, float]:
     if name in ("regression", "regression_l2", "l2", "mean_squared_error", "mse"):
         return "identity", "squared_error", 1.0
     if name in ("binary", "cross_entropy", "xentropy"):
-        return ("logistic", "binary_crossentropy", sigmoid) if sigmoid == 1.0 else (None, None, sigmoid)
+        return ("sigmoid", "binary_crossentropy", sigmoid) if sigmoid == 1.0 else (None, None, sigmoid)
     if name in ("multiclass", "softmax"):
         return "softmax", "multiclass_crossentropy", 1.0
     return None, None, 1.0
@@ -116,7 +117,7 @@ def load_lightgbm(model) -> TreeEnsemble:
     after early stopping, so that is what is explained by default. Categorical splits send the
     codes in their bit set left (NaN and other codes right). Linear trees are not supported.
     """
-    booster = model.booster_ if hasattr(model, "booster_") else model
+    booster = _booster(model)
     header, blocks = _blocks(booster.model_to_string(num_iteration=-1))
     n_outputs = int(header.get("num_tree_per_iteration", 1))
     n_features = int(header["max_feature_idx"]) + 1
@@ -125,12 +126,35 @@ def load_lightgbm(model) -> TreeEnsemble:
         scale = 1.0 / max(len(blocks) // n_outputs, 1)
     trees = [_tree(b, i % n_outputs, n_outputs, scale) for i, b in enumerate(blocks)]
     best = int(getattr(booster, "best_iteration", -1) or -1)
-    link, loss, _ = _link(str(header.get("objective", "")))
-    return dataclasses.replace(
-        stack_trees(trees, np.zeros(n_outputs), n_features, "LightGBM"),
-        precision=np.float64,
-        tree_round=np.arange(len(trees)) // n_outputs,
-        default_rounds=best if best > 0 else None,
-        link=link,
-        loss=loss,
+    output_transform, loss, _ = _output_transform(str(header.get("objective", "")))
+    return stack_trees(
+        trees, np.zeros(n_outputs), n_features, "LightGBM", precision=np.float64,
+        tree_round=np.arange(len(trees)) // n_outputs, default_rounds=best if best > 0 else None,
+        output_transform=output_transform, loss=loss,
     )
+
+
+def _booster(model):
+    return model.booster_ if hasattr(model, "booster_") else model
+
+
+class LightGBMReader(TreeReader):
+    """LightGBM's ``Booster`` and its scikit-learn wrappers; the raw output comes from
+    ``predict(raw_score=True)``."""
+
+    formats = "LightGBM: Booster, LGBMRegressor, LGBMClassifier"
+
+    def recognises(self, model: Any) -> bool:
+        cls = type(model)
+        return root_module(model) == "lightgbm" and (cls.__name__ == "Booster" or hasattr(cls, "booster_"))
+
+    def read(self, model: Any) -> TreeEnsemble:
+        require_fitted(model)
+        return load_lightgbm(model)
+
+    def raw_output(self, model: Any, ensemble: TreeEnsemble, X: np.ndarray) -> np.ndarray:
+        try:
+            out = _booster(model).predict(X, raw_score=True, num_iteration=ensemble.n_rounds)
+            return np.asarray(out, np.float64).reshape(X.shape[0], -1)
+        except (TypeError, ValueError):  # the library refused the rows as given (or there are none)
+            return ensemble.predict(X)

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._coalitions._combinatorics import shapley_weights as coalition_weights
+from .._coalitions._combinatorics import all_codes_bits, shapley_weights as coalition_weights
 
 
 def shapley_weights(n_slots: int, dtype) -> jax.Array:
@@ -86,8 +86,7 @@ def path_tables_host(zero_fraction: np.ndarray, max_chunk_bytes: int = 4 * 2**20
     patterns, so building an explainer needs no compilation and no loop over nodes.
     """
     p, n = zero_fraction.shape
-    codes = np.arange(2**n)
-    o = ((codes[:, None] >> np.arange(n)) & 1).astype(np.float64)  # [2**U, U]
+    o = all_codes_bits(n).astype(np.float64)  # [2**U, U]
     x, w = np.polynomial.legendre.leggauss(max(1, (n + 1) // 2))
     s_nodes, weights = (x + 1.0) / 2.0, w / 2.0
     q = s_nodes.size

@@ -141,45 +141,36 @@ def node_means(e: TreeEnsemble) -> np.ndarray:
     return mean
 
 
-def decompose(e: TreeEnsemble, max_bytes: int | None = None, saabas: bool = False) -> Paths:
-    """Split an ensemble into padded root-to-leaf paths with merged per-feature slots.
+# How the splits of one path on one feature merge into a slot, and a dummy slot's fill.
+_MERGE = {
+    "lower": np.maximum, "upper": np.minimum, "nan_ok": np.logical_and, "zero_ok": np.logical_and,
+    "zero_missing": np.logical_or, "zero_fraction": np.multiply, "cat": np.logical_or,
+    "cat_words": np.bitwise_and, "cat_invalid_ok": np.logical_and, "saabas": np.add,
+}
+_FILL = {
+    "feature": (0, np.int32), "lower": (-np.inf, np.float64), "upper": (np.inf, np.float64),
+    "nan_ok": (True, bool), "zero_missing": (False, bool), "zero_ok": (True, bool),
+    "zero_fraction": (1.0, np.float64), "cat": (False, bool), "cat_words": (0xFFFFFFFF, np.uint32),
+    "cat_invalid_ok": (True, bool), "saabas": (0.0, np.float64),
+}
 
-    Vectorised over all leaves of all trees: each leaf walks up to its root one level per step
-    (as many steps as the deepest leaf), collecting one entry per split; entries are then sorted
-    by (path, feature) and merged into slots with segment reductions.
 
-    Args:
-      e: the ensemble.
-      max_bytes: when given, a ``ValueError`` is raised before the path tables (about 64 bytes
-        per path and slot, host and device together) would take more than this.
-      saabas: also give each slot its Saabas attribution: the sum, over the slot's splits, of
-        the change ``E[child] - E[node]`` in the cover-weighted mean leaf value.
-    """
-    t, n = e.feature.shape
-    k_out = e.n_outputs
-    parent, depth = _parents(e)
-    feature = e.feature.reshape(-1)
-    leaves = np.flatnonzero((feature < 0) & (depth >= 0))
-    tree_of = leaves // n
-    # outputs each tree writes to: one path per (leaf, output)
+def _leaf_paths(e: TreeEnsemble, depth: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(leaves, leaf_rep, out_rep)``: the reachable leaves (flat node indices) and one path per
+    (leaf, output that the leaf's tree writes to), as an index into ``leaves`` and an output."""
+    n = e.feature.shape[1]
+    leaves = np.flatnonzero((e.feature.reshape(-1) < 0) & (depth >= 0))
     writes = np.any(e.value != 0, axis=1)  # [T, K]
     writes[~writes.any(axis=1), 0] = True
-    leaf_rep, out_rep = np.nonzero(writes[tree_of])  # leaf index into `leaves`, output
-    n_entries = int(depth[leaves].sum())
+    leaf_rep, out_rep = np.nonzero(writes[leaves // n])
+    return leaves, leaf_rep, out_rep
 
-    def check(n_cells: float, what: str) -> None:
-        if max_bytes is not None and 64 * n_cells > max_bytes:
-            raise ValueError(
-                f"The model's path tables ({leaf_rep.size} root-to-leaf paths, {what}) need about "
-                f"{64 * n_cells / 2**20:.0f} MiB, more than memory_budget={max_bytes} bytes allows; raise "
-                "`memory_budget`, or explain fewer or shallower trees (e.g. with `tree_limit`)."
-            )
 
-    check(n_entries * leaf_rep.size / max(1, leaves.size), f"{n_entries} splits")
-    # entries: (leaf, node, went_left, child) for every split on every leaf's path
-    depths = depth[leaves]
+def _path_splits(parent: np.ndarray, leaves: np.ndarray, depths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(leaf_of, child)``: one entry per split on each leaf's path, the leaf (index into
+    ``leaves``) and the child the path goes to; all leaves walk up together, one level per step."""
     leaf_of = np.repeat(np.arange(leaves.size), depths)
-    child = np.empty(n_entries, np.int64)
+    child = np.empty(int(depths.sum()), np.int64)
     offsets = np.concatenate([[0], np.cumsum(depths)])
     cur = leaves.copy()
     alive = np.flatnonzero(depths > 0)  # a single-leaf tree's root is a leaf with no splits
@@ -189,85 +180,106 @@ def decompose(e: TreeEnsemble, max_bytes: int | None = None, saabas: bool = Fals
         cur[alive] = parent[cur[alive]]
         step += 1
         alive = alive[depths[alive] > step]
-    node = parent[child]
-    base = node - node % n
-    went_left = e.left.reshape(-1)[node] + base == child
-    f = feature[node].astype(np.int64)
+    return leaf_of, child
+
+
+def _split_tests(e: TreeEnsemble, node: np.ndarray, child: np.ndarray) -> dict:
+    """Per split entry (``node`` going to ``child``): the feature, the interval ``(lower, upper]``
+    that follows the path, the missing and zero rules, the cover ratio and, for categorical
+    splits, the category codes that follow the path."""
+    t, n = e.feature.shape
+    went_left = e.left.reshape(-1)[node] + (node - node % n) == child
     thr = e.threshold.reshape(-1)[node]
     code = e.missing.reshape(-1)[node]
     default_way = e.default_left.reshape(-1)[node] == went_left
     zero_way = (0.0 <= thr) == went_left
-    nan_ok = np.where(code == MISSING_AS_ZERO, zero_way, default_way)
-    zero_ok = np.where(code == MISSING_ZERO, default_way, zero_way)
-    zmiss = code == MISSING_ZERO
+    is_cat = code == MISSING_CATEGORICAL
     cover = e.cover.reshape(-1)
     cn = cover[node]
-    z = np.where(cn > 0, cover[child] / np.where(cn > 0, cn, 1.0), 0.0)
-    is_cat = code == MISSING_CATEGORICAL
-    lo = np.where(went_left | is_cat, -np.inf, thr)
-    hi = np.where(went_left & ~is_cat, thr, np.inf)
-    zero_ok = np.where(is_cat, True, zero_ok)
-    has_cat = e.cat_left is not None and bool(is_cat.any())
-    if has_cat:
+    tests = {
+        "feature": e.feature.reshape(-1)[node].astype(np.int64),
+        "lower": np.where(went_left | is_cat, -np.inf, thr),
+        "upper": np.where(went_left & ~is_cat, thr, np.inf),
+        "nan_ok": np.where(code == MISSING_AS_ZERO, zero_way, default_way),
+        "zero_ok": np.where(is_cat, True, np.where(code == MISSING_ZERO, default_way, zero_way)),
+        "zero_missing": code == MISSING_ZERO,
+        "zero_fraction": np.where(cn > 0, cover[child] / np.where(cn > 0, cn, 1.0), 0.0),
+    }
+    if e.cat_left is not None and bool(is_cat.any()):
         words = e.cat_left.reshape(t * n, -1)[node]  # [E, W]
-        allowed = np.where(is_cat[:, None], np.where(went_left[:, None], words, ~words), np.uint32(0xFFFFFFFF))
-        invalid_left = e.cat_invalid_left.reshape(-1)[node]
-        invalid_ok = ~is_cat | (invalid_left == went_left)
-    # merge entries of one path on one feature into a slot
-    order = np.lexsort((f, leaf_of))
-    key_leaf, key_f = leaf_of[order], f[order]
+        tests["cat"] = is_cat
+        tests["cat_words"] = np.where(is_cat[:, None], np.where(went_left[:, None], words, ~words),
+                                      np.uint32(0xFFFFFFFF))
+        tests["cat_invalid_ok"] = ~is_cat | (e.cat_invalid_left.reshape(-1)[node] == went_left)
+    return tests
+
+
+def _reduce(ufunc, a: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    return ufunc.reduceat(a, starts, axis=0) if starts.size else a[:0]
+
+
+def _check_size(max_bytes: int | None, n_paths: int, n_cells: float, what: str) -> None:
+    """Raise before path tables of ``n_cells`` (path, slot) cells, about 64 bytes each, pass ``max_bytes``."""
+    if max_bytes is not None and 64 * n_cells > max_bytes:
+        raise ValueError(
+            f"The model's path tables ({n_paths} root-to-leaf paths, {what}) need about "
+            f"{64 * n_cells / 2**20:.0f} MiB, more than memory_budget={max_bytes} bytes allows; raise "
+            "`memory_budget`, or explain fewer or shallower trees (e.g. with `tree_limit`)."
+        )
+
+
+def decompose(e: TreeEnsemble, max_bytes: int | None = None, saabas: bool = False) -> Paths:
+    """Split an ensemble into padded root-to-leaf paths with merged per-feature slots.
+
+    Vectorised over all leaves of all trees: each leaf walks up to its root one level per step
+    (as many steps as the deepest leaf), collecting one entry per split; entries are then sorted
+    by (path, feature) and merged into slots with segment reductions (:data:`_MERGE`).
+
+    Args:
+      e: the ensemble.
+      max_bytes: when given, a ``ValueError`` is raised before the path tables (about 64 bytes
+        per path and slot, host and device together) would take more than this.
+      saabas: also give each slot its Saabas attribution: the sum, over the slot's splits, of
+        the change ``E[child] - E[node]`` in the cover-weighted mean leaf value.
+    """
+    parent, depth = _parents(e)
+    leaves, leaf_rep, out_rep = _leaf_paths(e, depth)
+    depths = depth[leaves]
+    n_paths, n_splits = leaf_rep.size, int(depths.sum())
+    _check_size(max_bytes, n_paths, n_splits * n_paths / max(1, leaves.size), f"{n_splits} splits")
+    leaf_of, child = _path_splits(parent, leaves, depths)
+    node = parent[child]
+    tests = _split_tests(e, node, child)
+    if saabas:
+        mean = node_means(e)
+        tests["saabas"] = mean[child] - mean[node]  # [E, K]
+    order = np.lexsort((tests["feature"], leaf_of))
+    key_leaf, key_f = leaf_of[order], tests["feature"][order]
     first = np.ones(order.size, bool)
     first[1:] = (key_leaf[1:] != key_leaf[:-1]) | (key_f[1:] != key_f[:-1])
     starts = np.flatnonzero(first)
-    if starts.size:
-        s_lo = np.maximum.reduceat(lo[order], starts)
-        s_hi = np.minimum.reduceat(hi[order], starts)
-        s_nan = np.logical_and.reduceat(nan_ok[order], starts)
-        s_zok = np.logical_and.reduceat(zero_ok[order], starts)
-        s_zmiss = np.logical_or.reduceat(zmiss[order], starts)
-        if np.any(s_zmiss != np.logical_and.reduceat(zmiss[order], starts)):
-            raise ValueError("Mixed LightGBM missing-value types on one feature are not supported.")
-        s_z = np.multiply.reduceat(z[order], starts)
-        if has_cat:
-            s_cat = np.logical_or.reduceat(is_cat[order], starts)
-            s_words = np.bitwise_and.reduceat(allowed[order], starts, axis=0)
-            s_invalid = np.logical_and.reduceat(invalid_ok[order], starts)
-        if saabas:
-            mean = node_means(e)
-            s_delta = np.add.reduceat((mean[child] - mean[node])[order], starts, axis=0)  # [S, K]
-    else:
-        s_lo = s_hi = s_z = np.zeros(0)
-        s_nan = s_zok = s_zmiss = np.zeros(0, bool)
-    s_leaf, s_f = key_leaf[starts], key_f[starts]
+    slots = {name: _reduce(_MERGE[name], tests[name][order], starts) for name in _MERGE if name in tests}
+    if np.any(slots["zero_missing"] != _reduce(np.logical_and, tests["zero_missing"][order], starts)):
+        raise ValueError("Mixed LightGBM missing-value types on one feature are not supported.")
+    slots["feature"] = key_f[starts]
+    s_leaf = key_leaf[starts]
     length = np.bincount(s_leaf, minlength=leaves.size)
     slot_pos = np.arange(starts.size) - np.concatenate([[0], np.cumsum(length)])[s_leaf]
     n_slots = max(1, int(length.max()) if length.size else 1)
-    check(leaf_rep.size * n_slots, f"up to {n_slots} distinct features each")
+    _check_size(max_bytes, n_paths, n_paths * n_slots, f"up to {n_slots} distinct features each")
 
-    def table(values, fill, dtype):
-        a = np.full((leaves.size, n_slots), fill, dtype)
-        a[s_leaf, slot_pos] = values
-        return a[leaf_rep]
+    def table(name: str) -> np.ndarray:  # [leaves, U, ...], dummy slots filled
+        fill, dtype = _FILL[name]
+        a = np.full((leaves.size, n_slots) + slots[name].shape[1:], fill, dtype)
+        a[s_leaf, slot_pos] = slots[name]
+        return a
 
-    value = e.value.reshape(t * n, k_out)[leaves[leaf_rep], out_rep]
-    deltas = None
-    if saabas:
-        full = np.zeros((leaves.size, n_slots, k_out))
-        if starts.size:
-            full[s_leaf, slot_pos] = s_delta
-        deltas = full[leaf_rep, :, out_rep]
-    cats = {}
-    if has_cat:
-        w = allowed.shape[1]
-        words_table = np.full((leaves.size, n_slots, w), 0xFFFFFFFF, np.uint32)
-        words_table[s_leaf, slot_pos] = s_words
-        cats = dict(cat=table(s_cat, False, bool), cat_words=words_table[leaf_rep],
-                    cat_invalid_ok=table(s_invalid, True, bool))
+    columns = {name: table(name)[leaf_rep] for name in slots if name != "saabas"}
+    value = e.value.reshape(-1, e.n_outputs)[leaves[leaf_rep], out_rep]
     return Paths(
-        table(s_f, 0, np.int32), table(s_lo, -np.inf, np.float64), table(s_hi, np.inf, np.float64),
-        table(s_nan, True, bool), table(s_zmiss, False, bool), table(s_zok, True, bool),
-        table(s_z, 1.0, np.float64), value.astype(np.float64), out_rep.astype(np.int32),
-        e.base.copy(), e.n_features, k_out, length[leaf_rep].astype(np.int32), deltas, **cats,
+        **columns, value=value.astype(np.float64), output=out_rep.astype(np.int32), base=e.base.copy(),
+        n_features=e.n_features, n_outputs=e.n_outputs, length=length[leaf_rep].astype(np.int32),
+        saabas=table("saabas")[leaf_rep, :, out_rep] if saabas else None,
     )
 
 
@@ -281,8 +293,8 @@ def round_down(a: np.ndarray, dtype) -> np.ndarray:
     return np.where(too_big, np.nextafter(r, dtype(-np.inf)), r).astype(dtype)
 
 
-def slot_arrays(paths: Paths, dtype) -> dict:
-    """The slot tests as JAX arrays in the compute dtype (bounds rounded down to it)."""
+def host_slots(paths: Paths, dtype) -> dict:
+    """The slot tests as NumPy arrays, bounds rounded down to ``dtype`` (the form :func:`follows` reads)."""
     dtype = np.dtype(dtype)
     host = {
         "feature": paths.feature.astype(np.int32),
@@ -294,7 +306,12 @@ def slot_arrays(paths: Paths, dtype) -> dict:
     }
     if paths.cat is not None:
         host.update(cat=paths.cat, cat_words=paths.cat_words, cat_invalid_ok=paths.cat_invalid_ok)
-    return {name: jax.device_put(a) for name, a in host.items()}
+    return host
+
+
+def slot_arrays(paths: Paths, dtype) -> dict:
+    """The slot tests as JAX arrays in the compute dtype (bounds rounded down to it)."""
+    return {name: jax.device_put(a) for name, a in host_slots(paths, dtype).items()}
 
 
 def _category_follows(words, invalid_ok, v, xp):
@@ -307,35 +324,37 @@ def _category_follows(words, invalid_ok, v, xp):
     return xp.where(valid, bit == 1, invalid_ok)
 
 
-def follows(slots: dict, x: jax.Array) -> jax.Array:
-    """``[P, U]`` booleans: whether row ``x`` ``[M]`` follows each path through each slot."""
-    v = x[slots["feature"]]
-    nan = jnp.isnan(v)
-    zero = slots["zero_missing"] & (jnp.abs(v) <= ZERO_THRESHOLD)
-    inside = (v > slots["lower"]) & (v <= slots["upper"])
+def slot_follows(slots: dict, v, xp):
+    """Whether values ``v`` ``[..., P, U]`` (a row's values at the slots' features) follow each
+    path through each slot: the one definition behind :func:`follows` (``xp = jax.numpy``) and
+    :func:`follows_host` (``xp = numpy``).
+
+    A NaN follows where the slot's ``nan_ok`` says; a value in the zero band under LightGBM's
+    ``Zero`` missing type where ``zero_ok`` says; any other value when it lies in
+    ``(lower, upper]`` (numeric slots) or in the slot's category set (categorical slots).
+    """
+    nan = xp.isnan(v)
+    vc = xp.where(nan, 0.0, v)
+    zero = slots["zero_missing"] & (xp.abs(vc) <= ZERO_THRESHOLD)
+    inside = (vc > slots["lower"]) & (vc <= slots["upper"])
     if "cat" in slots:
-        vc = jnp.where(nan, 0.0, v)
-        inside = jnp.where(slots["cat"], _category_follows(slots["cat_words"], slots["cat_invalid_ok"], vc, jnp), inside)
-    return jnp.where(nan, slots["nan_ok"], jnp.where(zero, slots["zero_ok"], inside))
+        words = xp.broadcast_to(slots["cat_words"], v.shape + slots["cat_words"].shape[-1:])
+        inside = xp.where(slots["cat"], _category_follows(words, slots["cat_invalid_ok"], vc, xp), inside)
+    return xp.where(nan, slots["nan_ok"], xp.where(zero, slots["zero_ok"], inside))
+
+
+def follows(slots: dict, x: jax.Array) -> jax.Array:
+    """``[P, U]`` booleans: whether row ``x`` ``[M]`` follows each path through each slot (traced)."""
+    return slot_follows(slots, x[slots["feature"]], jnp)
 
 
 def follows_host(paths: Paths, X: np.ndarray) -> np.ndarray:
-    """NumPy twin of :func:`follows` for many rows: ``[n, P, U]`` with bounds rounded to ``X``'s dtype."""
-    dtype = X.dtype.type
-    lower, upper = round_down(paths.lower, dtype), round_down(paths.upper, dtype)
-    v = X[:, paths.feature]  # [n, P, U]
-    nan = np.isnan(v)
-    zero = paths.zero_missing & (np.abs(np.where(nan, 0, v)) <= ZERO_THRESHOLD)
-    with np.errstate(invalid="ignore"):
-        inside = (v > lower) & (v <= upper)
-    if paths.cat is not None:
-        vc = np.where(nan, 0.0, v)
-        words = np.broadcast_to(paths.cat_words, v.shape + paths.cat_words.shape[-1:])
-        inside = np.where(paths.cat, _category_follows(words, paths.cat_invalid_ok, vc, np), inside)
-    return np.where(nan, paths.nan_ok, np.where(zero, paths.zero_ok, inside))
+    """:func:`follows` in NumPy for many rows: ``[n, P, U]``, bounds rounded to ``X``'s dtype."""
+    return slot_follows(host_slots(paths, X.dtype), X[:, paths.feature], np)
 
 
-def pattern(bits: jax.Array) -> jax.Array:
-    """Pack booleans ``[..., U]`` into integers ``[...]`` (slot ``u`` is bit ``u``)."""
-    weights = jnp.left_shift(jnp.int32(1), jnp.arange(bits.shape[-1], dtype=jnp.int32))
-    return jnp.sum(jnp.where(bits, weights, 0), axis=-1, dtype=jnp.int32)
+def pattern(bits, xp=jnp):
+    """Pack booleans ``[..., U]`` into int32 codes ``[...]`` (slot ``u`` is bit ``u``); ``xp``:
+    ``jax.numpy`` (traced) or ``numpy``. The inverse of :func:`jaxshap._coalitions._combinatorics.code_bits`."""
+    weights = xp.left_shift(xp.int32(1), xp.arange(bits.shape[-1], dtype=xp.int32))
+    return xp.sum(xp.where(bits, weights, 0), axis=-1, dtype=xp.int32)

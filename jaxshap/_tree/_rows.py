@@ -6,8 +6,10 @@ library reads it:
 * pandas DataFrames column by column: float, int and bool columns as numbers (``True`` is 1),
   the nullable dtypes (``Float64``, ``Int64``, ``boolean``, ...) with ``pd.NA`` as missing,
   categorical columns as their category codes (missing as NaN);
-* ``xgboost.DMatrix`` through its stored entries (absent entries are missing);
-* ``scipy.sparse`` matrices: absent entries are missing for XGBoost, zeros otherwise.
+* a model library's own containers (``xgboost.DMatrix``: its stored entries, absent entries
+  missing) by the registered tree readers (:meth:`._reader.TreeReader.input_rows`);
+* ``scipy.sparse`` matrices: absent entries are missing when the ensemble says so
+  (``sparse_missing``: XGBoost), zeros otherwise.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from .._core._inputs import as_rows
+from ._reader import readers
 
 
 def _frame_to_numpy(df: Any, name: str) -> np.ndarray:
@@ -40,7 +43,8 @@ def _frame_to_numpy(df: Any, name: str) -> np.ndarray:
     return np.stack(cols, axis=1)
 
 
-def _sparse_to_numpy(x: Any, fill: float) -> np.ndarray:
+def sparse_to_numpy(x: Any, fill: float) -> np.ndarray:
+    """A sparse matrix as a dense float64 array, ``fill`` where no entry is stored."""
     csr = x.tocsr()
     out = np.full(csr.shape, fill, dtype=np.float64)
     rows = np.repeat(np.arange(csr.shape[0]), np.diff(csr.indptr))
@@ -57,13 +61,12 @@ def host_rows(x: Any, name: str, *, sparse_missing: bool) -> tuple[np.ndarray, l
       ValueError: for input that is not one- or two-dimensional.
     """
     names = None
-    module = type(x).__module__ or ""
-    if module.startswith("xgboost") and type(x).__name__ in ("DMatrix", "QuantileDMatrix"):
-        if x.feature_names is not None:
-            names = list(x.feature_names)
-        out = _sparse_to_numpy(x.get_data(), np.nan)
-    elif hasattr(x, "tocsr") and hasattr(x, "nnz"):  # scipy.sparse matrix or array
-        out = _sparse_to_numpy(x, np.nan if sparse_missing else 0.0)
+    for reader in readers():
+        read = reader.input_rows(x)
+        if read is not None:
+            return as_rows(np.asarray(read[0], np.float64), name), read[1]
+    if hasattr(x, "tocsr") and hasattr(x, "nnz"):  # scipy.sparse matrix or array
+        out = sparse_to_numpy(x, np.nan if sparse_missing else 0.0)
     elif hasattr(x, "columns") and hasattr(x, "dtypes") and hasattr(x, "to_numpy"):
         names = [str(c) for c in x.columns]
         out = _frame_to_numpy(x, name)

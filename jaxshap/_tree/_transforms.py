@@ -1,7 +1,7 @@
 r"""Explaining a transformed output (probability, loss) of a tree ensemble, per background row.
 
 For ``model_output`` other than the raw margin, the output is ``g(f(x))`` with ``f`` the
-ensemble's raw output (margin) and ``g`` the link (sigmoid, softmax) or the loss given the
+ensemble's raw output (margin) and ``g`` the output transform (sigmoid, softmax) or the loss given the
 label ``y``. As in shap's interventional TreeSHAP (Lundberg et al. 2020, Methods, "Explaining
 transformed outputs"), each background row ``b`` gives the raw Shapley values
 ``phi^{(b)}(x)`` of the pair game ``S -> f(x_S, b_{-S})`` (exact, leaf by leaf, see
@@ -25,7 +25,7 @@ above; every pair still sums to the change in ``g_k``.
 
 Transforms (``y`` the label of the explained row):
 
-* ``"logistic"``: ``sigmoid(m)``; ``"softmax"``: ``softmax(m)_k`` (the margins of all classes
+* ``"sigmoid"``: ``sigmoid(m)``; ``"softmax"``: ``softmax(m)_k`` (the margins of all classes
   enter; the rescaling is per class);
 * ``"logistic_nlogloss"``: ``-(y log p + (1 - y) log(1 - p))`` with ``p = sigmoid(m)``;
 * ``"squared_loss"``: ``(m - y)^2``.
@@ -35,15 +35,18 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-TRANSFORMS = ("identity", "logistic", "softmax", "logistic_nlogloss", "squared_loss")
+from .._coalitions._combinatorics import all_codes_bits, shapley_weights
+
+TRANSFORMS = ("identity", "sigmoid", "softmax", "logistic_nlogloss", "squared_loss")
 
 
 def apply(transform: str, m: jax.Array, y: jax.Array) -> jax.Array:
     """``g(m)`` for margins ``m`` ``[..., K]`` and the label ``y`` (a scalar)."""
     if transform == "identity":
         return m
-    if transform == "logistic":
+    if transform == "sigmoid":
         return jax.nn.sigmoid(m)
     if transform == "softmax":
         return jax.nn.softmax(m, axis=-1)
@@ -59,7 +62,7 @@ def derivative(transform: str, m: jax.Array, y: jax.Array) -> jax.Array:
     """``d g_k / d m_k`` (the limit of the rescaling when the two margins coincide)."""
     if transform == "identity":
         return jnp.ones_like(m)
-    if transform == "logistic":
+    if transform == "sigmoid":
         p = jax.nn.sigmoid(m)
         return p * (1.0 - p)
     if transform == "softmax":
@@ -74,21 +77,12 @@ def derivative(transform: str, m: jax.Array, y: jax.Array) -> jax.Array:
 
 def _class_game_tables(k: int):
     """For the ``K``-class Shapley values: per class ``j``, the coalitions ``T`` without ``j``,
-    ``T | {j}``, and the weights ``|T|! (K-|T|-1)! / K!``; and all ``2**K`` coalition masks."""
-    import math
-
-    import numpy as np
-
+    ``T | {j}``, and the Shapley weights ``|T|! (K-|T|-1)! / K!``; and all ``2**K`` coalition masks."""
     codes = np.arange(2**k)
-    masks = ((codes[:, None] >> np.arange(k)) & 1).astype(bool)
-    size = masks.sum(1)
-    without, with_, weight = [], [], []
-    for j in range(k):
-        t = codes[~masks[:, j]]
-        without.append(t)
-        with_.append(t | (1 << j))
-        weight.append([math.factorial(s) * math.factorial(k - s - 1) / math.factorial(k) for s in size[t]])
-    return masks, np.asarray(without), np.asarray(with_), np.asarray(weight)
+    masks = all_codes_bits(k)
+    without = np.stack([codes[~masks[:, j]] for j in range(k)])  # [K, 2**(K-1)]
+    with_ = without | (1 << np.arange(k))[:, None]
+    return masks, without, with_, shapley_weights(k)[masks.sum(1)[without]]
 
 
 MAX_SOFTMAX_CLASSES = 12
@@ -119,7 +113,7 @@ def rescale(transform: str, fx: jax.Array, fb: jax.Array, y: jax.Array) -> tuple
     Args:
       fx: ``[K]`` the explained row's margins.
       fb: ``[B, K]`` the background rows' margins.
-      y: the explained row's label (ignored by the links).
+      y: the explained row's label (ignored by sigmoid and softmax).
     """
     gx = apply(transform, fx, y)
     gb = apply(transform, fb, y)

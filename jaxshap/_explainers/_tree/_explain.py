@@ -1,0 +1,201 @@
+"""Explaining rows with TreeExplainer: read and route the rows, run a build's kernels, wrap.
+
+:class:`ExplainRows` is the part of :class:`~jaxshap.TreeExplainer` that explains: rows are read
+on the host as the model's library reads them (:func:`jaxshap._tree._rows.host_rows`), rounded
+to its precision, routed to ranks (:meth:`jaxshap._tree._routing.Router.encode`), explained by
+the build's compiled kernels on the shared runtime (:class:`._kernels.TreeRows`), checked
+against the model's own output (the reader's :meth:`~jaxshap._tree._reader.TreeReader.raw_output`)
+and wrapped in an :class:`~jaxshap.Explanation`. SHAP interaction values go through
+:mod:`jaxshap._tree._interactions`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import jax
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
+
+from ..._core._inputs import align_columns, as_key, is_traced, resolve_feature_names
+from ..._core._progress import ProgressBar, wants_progress
+from ..._core._sharding import row_mesh
+from ..._core._streaming import check_batch_size, is_array, total_rows
+from ..._engine._explainer import drop_output_axis
+from ..._result._explanation import Explanation
+from ..._tree._interactions import build_groups, interaction_values
+from ..._tree._rows import host_rows
+from ._build import put
+from ._outputs import assert_additive
+
+STREAM_BATCH_ROWS = 65536
+"""Default rows per batch of :meth:`TreeExplainer.explain_batches` on an array."""
+
+
+def row_sharding(X: Any) -> NamedSharding | None:
+    """The rows' sharding when ``X`` is a JAX array sharded along its rows over several devices."""
+    if not isinstance(X, jax.Array) or is_traced(X) or row_mesh(X, None) is None:
+        return None
+    return NamedSharding(X.sharding.mesh, PartitionSpec(X.sharding.spec[0]))
+
+
+def n_rows(X: Any) -> int | None:
+    """Rows of ``X`` for the progress bar (``None`` when unknown, as for a DMatrix)."""
+    if hasattr(X, "num_row"):
+        return int(X.num_row())
+    shape = getattr(X, "shape", None) or np.shape(X)
+    return None if not shape else (1 if len(shape) == 1 else int(shape[0]))
+
+
+def _array_batches(batches: Any, y: Any, batch_size: int):
+    """``(batches, label batches or None, total rows)`` for an array, DataFrame or sparse matrix."""
+    n = int(batches.shape[0])
+    frame = hasattr(batches, "iloc")
+    cut = lambda a, b: batches.iloc[a:b] if frame else batches[a:b]  # noqa: E731
+    parts = (cut(a, min(a + batch_size, n)) for a in range(0, n, batch_size))
+    labels = None
+    if y is not None:
+        yv = np.asarray(y).reshape(-1)
+        if yv.shape[0] != n:
+            raise ValueError(f"`y` has {yv.shape[0]} labels but `batches` has {n} rows; pass one label per row.")
+        labels = (yv[a : a + batch_size] for a in range(0, n, batch_size))
+    return parts, labels, n
+
+
+class ExplainRows:
+    """TreeExplainer's explaining methods (mixed into :class:`~jaxshap.TreeExplainer`)."""
+
+    def _check_n_features(self, X: np.ndarray, name: str) -> None:
+        if X.shape[1] != self.n_features:
+            raise ValueError(
+                f"`{name}` has {X.shape[1]} features but the model has {self.n_features}; "
+                f"pass rows with the same {self.n_features} columns, in the same order."
+            )
+
+    def _host_rows(self, X: Any) -> tuple[np.ndarray, list[str] | None]:
+        """``X`` read as the model's library reads it: ``[n, M]`` float64 (NaN missing), and its column names."""
+        X = align_columns(X, self._data_names, "X")
+        Xh, names = host_rows(X, "X", sparse_missing=self.ensemble.sparse_missing)
+        self._check_n_features(Xh, "X")
+        return Xh, names
+
+    def _explain(self, X, y, tree_limit, approximate, check_additivity, interactions, devices, bar, offset):
+        """``__call__`` on one batch; ``bar`` (or ``None``) is advanced as blocks finish."""
+        sharding = row_sharding(X) if devices is None else None
+        Xh, names = self._host_rows(X)
+        rounds = self._builder.rounds(tree_limit)
+        if approximate and self._output.transform != "identity":
+            raise ValueError("approximate=True explains the raw output only; use model_output='raw'.")
+        build = self._builder.build(rounds, bool(approximate))
+        Xp = self.ensemble.prepare(Xh)
+        codes = build.router.encode(Xp, np.float32)
+        n = Xh.shape[0]
+        yv = self._output.labels(y, n)
+        runner = self._builder.runner(build, bool(approximate))
+        if runner.transform != "identity":  # each row carries its label
+            codes = np.concatenate([codes, yv[:, None]], axis=1)
+        rows = put(codes, self.dtype)
+        if sharding is not None:  # routed on the host, explained where the rows lay
+            rows = jax.device_put(rows, sharding)
+        if n == 0:
+            phi, base = runner._empty(rows, None)
+        else:
+            phi, base, _ = runner._run(rows, as_key(None), offset, devices, bar, blocked=bar is not None)
+        phi, base = self._output.double(phi, base)
+        if check_additivity:
+            expected = self._output.of_raw(self._reader.raw_output(self.model, build.ensemble, Xp), yv)
+            assert_additive(phi, base, expected, float32=self.dtype == np.float32)
+        single = phi.shape[-1] == 1
+        if single:
+            phi, base = drop_output_axis((phi, base))
+        feature_names = resolve_feature_names(self._names, self.n_features, self._data_names, names)
+        output_names = None if single else self._output_names or [f"Output {j}" for j in range(phi.shape[-1])]
+        expl = Explanation(phi, base, put(Xh, self.dtype), None, feature_names, output_names)
+        if interactions:
+            self._check_interactions(tree_limit, approximate)
+            inter = self._interaction_values(rows)  # the raw output: rows are the codes
+            expl.interaction_values = inter[..., 0] if single else inter
+        return expl
+
+    def explain_batches(
+        self,
+        batches: Any,
+        key: Any = None,
+        *,
+        y: Any = None,
+        batch_size: int | None = None,
+        tree_limit: int | None = None,
+        approximate: bool = False,
+        check_additivity: bool = True,
+        progress: bool | None = None,
+        devices: Any = None,
+    ) -> Iterator[Explanation]:
+        """Explain a stream of rows batch by batch, yielding one :class:`Explanation` per batch.
+
+        As every explainer's ``explain_batches`` (see
+        :meth:`jaxshap._engine._rows.RowExplainer.explain_batches`): only one batch is in
+        memory at a time, so a ``numpy.memmap`` or a generator of batches larger than memory can
+        be explained with the results written out as they come; the values equal one call on all
+        rows (TreeSHAP is exact and deterministic; ``key`` is unused).
+
+        Args:
+          batches: a 2-D array, DataFrame or ``scipy.sparse`` matrix, cut into batches of
+            ``batch_size`` rows; or any iterable of batches (each as ``X`` of :meth:`__call__`).
+          y: labels for ``model_output="log_loss"``: an array ``[n]`` when ``batches`` is an
+            array, else an iterable of label batches, one per batch.
+          batch_size: rows per batch when ``batches`` is an array (default 65,536; row counts
+            are padded to a few capacities, so batches of any size share compiled programs).
+          tree_limit, approximate, check_additivity: as in :meth:`__call__`.
+          progress: progress bar over the rows (the total is known for an array or a sequence).
+          devices: as in :meth:`__call__`.
+
+        Yields:
+          One :class:`Explanation` per batch, in order.
+        """
+        del key
+        batch_size = check_batch_size(batch_size) or STREAM_BATCH_ROWS
+        if is_array(batches) or hasattr(batches, "tocsr"):
+            parts, labels, total = _array_batches(batches, y, batch_size)
+        else:
+            parts, total = batches, total_rows(batches)
+            labels = None if y is None else iter(y)
+        bar = ProgressBar(total) if wants_progress(progress) else None
+        offset = 0
+        try:
+            for batch in parts:
+                yb = None if labels is None else next(labels)
+                out = self._explain(batch, yb, tree_limit, approximate, check_additivity, False, devices, bar, offset)
+                offset += len(out)
+                yield out
+        finally:
+            if bar is not None:
+                bar.close()
+
+    def _check_interactions(self, tree_limit, approximate) -> None:
+        default = self.ensemble.default_rounds
+        if self._output.transform != "identity" or approximate or (
+                tree_limit is not None and self._builder.rounds(tree_limit) != default):
+            raise ValueError(
+                "Interaction values are computed for model_output='raw', the default trees (no tree_limit) "
+                "and exact values (approximate=False)."
+            )
+
+    def _interaction_values(self, rows: jax.Array) -> jax.Array:
+        """``[n, M, M, K]`` interaction values of routed rows; the tables are built on the first call."""
+        if getattr(self, "_interaction_groups", None) is None:
+            self._interaction_groups = build_groups(self._paths, self._background, self.dtype, self.memory_budget)
+        return interaction_values(self._interaction_groups, rows, self.n_features, self.n_outputs, self.memory_budget)
+
+    def shap_interaction_values(self, X: Any) -> np.ndarray:
+        """SHAP interaction values as shap's ``TreeExplainer.shap_interaction_values``: NumPy
+        ``[n, M, M]`` (``[n, M, M, K]`` for ``K`` outputs), symmetric, rows summing to the SHAP
+        values, the diagonal holding the main effects (Lundberg et al. 2020). Path-dependent or,
+        with background ``data``, interventional (exact; equal to
+        ``ExactExplainer(model, data, index="k-SII")``). See :mod:`jaxshap._tree._interactions`.
+        """
+        self._check_interactions(None, False)
+        Xh, _ = self._host_rows(X)
+        codes = put(self._default.router.encode(self.ensemble.prepare(Xh), np.float32), self.dtype)
+        inter = self._interaction_values(codes)
+        return np.asarray(inter[..., 0] if self.n_outputs == 1 else inter)
+

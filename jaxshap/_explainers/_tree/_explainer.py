@@ -1,0 +1,262 @@
+"""``TreeExplainer``: exact TreeSHAP for tree ensembles, path-dependent or interventional.
+
+The class is assembled from three parts: building the kernels (:mod:`._build`: model import
+through the registered tree readers, path tables, background), the explained output
+(:mod:`._outputs`: ``model_output``, transforms, ``expected_value``) and explaining rows
+(:mod:`._explain`: routing, the compiled kernels of :mod:`._kernels`, interaction values).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import jax
+import numpy as np
+
+from ..._core._inputs import float_dtype
+from ..._core._model import output_names_of
+from ..._core._progress import ProgressBar, wants_progress
+from ..._core._validate import DEFAULT_MEMORY_BUDGET, choice, memory_budget as check_memory_budget
+from ..._engine._shap_api import ShapAPI
+from ..._result._explanation import Explanation
+from ..._tree._import import find_reader
+from ..._tree._rows import host_rows
+from ._build import Build, TreeBuilder, cover_from_data
+from ._explain import ExplainRows, n_rows
+from ._outputs import OUTPUTS, TreeOutput
+
+MODES = ("tree_path_dependent", "interventional")
+
+
+def check_dtype(dtype: Any) -> np.dtype:
+    """The compute dtype: float32 (the default) or float64 (with ``jax_enable_x64``)."""
+    if dtype is None:
+        return float_dtype(np.zeros(0, np.float32))
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"`dtype` must be float32 or float64; got {dtype!r}.") from None
+    if dt not in (np.float32, np.float64):
+        raise ValueError(f"`dtype` must be float32 or float64; got {dt}.")
+    if dt == np.float64 and not jax.config.jax_enable_x64:
+        raise ValueError("`dtype=float64` needs x64: call jax.config.update('jax_enable_x64', True) first.")
+    return dt
+
+
+class TreeExplainer(ExplainRows, ShapAPI):
+    r"""Exact SHAP values of a tree ensemble, computed from its structure.
+
+    Two value functions (Lundberg et al. 2020, "From local explanations to global understanding
+    with explainable AI for trees", Nature Machine Intelligence 2:56-67):
+
+    * ``"tree_path_dependent"``: ``v_x(S)`` descends each tree following ``x`` at splits on
+      features in ``S`` and averaging both children by training cover elsewhere. No background
+      is needed; the base value is the cover-weighted mean leaf value. Given ``data`` as well
+      (and ``feature_perturbation="tree_path_dependent"`` explicitly), the covers are
+      re-counted on those rows, as shap does, so the base value is their mean raw output.
+    * ``"interventional"``: ``v_x(S) = mean_b f(x_S, b_{-S})`` over the background rows ``data``:
+      exactly what :class:`jaxshap.ExactExplainer` with the ``Independent`` masker gives, in time
+      independent of ``2**M``.
+
+    Each tree is cut into root-to-leaf paths (as GPUTreeShap does); a path's Shapley values
+    depend on the explained row only through which of its ``L`` distinct features the row
+    follows, an ``L``-bit pattern. Paths are grouped by ``L``; for short paths (``L <= 10``,
+    within half of ``memory_budget``) the values of every pattern are tabulated once when the
+    explainer is built (for the interventional game the background enters only through a
+    histogram of its own patterns), so explaining a row is a gather per path and a scatter-add
+    into the features, ``vmap``-ped over rows and chunked under ``memory_budget``. Longer paths
+    are evaluated directly per row (and per background row), which is slower.
+
+    Routing is exactly the library's own: inputs are rounded to the precision the library
+    compares in (float32 for XGBoost and scikit-learn's classic trees, float64 for LightGBM and
+    HistGradientBoosting), missing values (NaN, ``pd.NA``, XGBoost's ``missing=`` value, entries
+    absent from an XGBoost sparse matrix or DMatrix) go where the model sends them, and the
+    kernels compare ranks among the thresholds, so they route exactly whatever ``dtype`` the
+    attributions are computed in. The sklearn wrappers of XGBoost and LightGBM predict with the
+    best iteration after early stopping; that is what is explained (``tree_limit`` overrides it).
+
+    Outputs (``model_output``):
+
+    * ``"raw"`` (default): the raw margin, as in shap: log-odds or multi-class scores for
+      boosted models, ``predict`` / ``predict_proba`` for scikit-learn trees and forests, the
+      mean path length ``E[h(x)]`` for ``IsolationForest`` (its anomaly score is
+      ``-2 ** (-E[h(x)] / c(max_samples))``).
+    * ``"probability"``: the model's probability, ``sigmoid`` (binary) or ``softmax``
+      (multi-class) of the margin (the ensemble's ``output_transform``); ``"predict_proba"``: exactly the columns ``predict_proba``
+      returns (for a binary classifier two columns, ``1 - p`` and ``p``); ``"log_loss"``: the
+      log loss (or, for squared-error regression, the squared error) given the labels ``y``
+      passed to the call. These are interventional (``data`` needed), exact with respect to the
+      background in shap's sense: each background row's pair values are rescaled so that they
+      sum to the change in the transformed output (see :mod:`jaxshap._tree._transforms`), so
+      efficiency holds in the output's units. For models whose raw output already is the
+      probability (scikit-learn classifier trees and forests) they equal ``"raw"``.
+
+    Efficiency holds: ``values.sum(1) + base_values`` equals the explained output.
+
+    Args:
+      model: a fitted XGBoost, LightGBM or scikit-learn tree model, or any model a registered
+        :class:`jaxshap.trees.TreeReader` recognises (see ``TypeError`` below).
+      data: background rows ``[B, M]`` for the interventional mode (array, DataFrame, sparse).
+      feature_perturbation: ``"tree_path_dependent"``, ``"interventional"``, or ``"auto"``
+        (default: interventional when ``data`` is given, else path-dependent).
+      model_output: ``"raw"``, ``"probability"``, ``"predict_proba"`` or ``"log_loss"``.
+      feature_names: optional names of the ``M`` features.
+      memory_budget: bytes of working memory a chunk of rows may use; the model's path tables
+        must fit in it too, or in 512 MiB when it is smaller (deep trees with very many leaves
+        raise a ``ValueError`` saying so).
+      dtype: compute dtype (default float32, float64 under ``jax_enable_x64`` if requested).
+
+    Example::
+
+        ex = jaxshap.TreeExplainer(xgb_model)                      # path-dependent
+        ex = jaxshap.TreeExplainer(xgb_model, X_train[:100])       # interventional
+        expl = ex(X)   # expl.values: [n, M], or [n, M, K] for K classes
+        ex = jaxshap.TreeExplainer(clf, X_train[:100], model_output="probability")
+
+    Raises:
+      TypeError: for an unsupported model (the message lists the supported ones).
+      ValueError: for a bad ``feature_perturbation`` or ``model_output``, the interventional
+        mode or a transformed output without ``data``, or background rows with the wrong
+        number of features.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        data: Any = None,
+        feature_perturbation: str = "auto",
+        *,
+        model_output: str = "raw",
+        feature_names: Sequence[str] | None = None,
+        memory_budget: int = DEFAULT_MEMORY_BUDGET,
+        dtype: Any = None,
+    ):
+        choice(model_output, "model_output", OUTPUTS)
+        explicit = feature_perturbation
+        if feature_perturbation == "auto":
+            feature_perturbation = "tree_path_dependent" if data is None else "interventional"
+        choice(feature_perturbation, "feature_perturbation", MODES + ("auto",))
+        if feature_perturbation == "interventional" and data is None:
+            raise ValueError(
+                "feature_perturbation='interventional' needs background rows: pass `data` [B, M] "
+                "(for example 100 training rows), or use feature_perturbation='tree_path_dependent'."
+            )
+        self.memory_budget = check_memory_budget(memory_budget)
+        self.model, self.feature_perturbation, self.model_output = model, feature_perturbation, model_output
+        self._reader = find_reader(model)
+        self.ensemble = self._reader.read(model)
+        self.n_features = self.ensemble.n_features
+        self._output = TreeOutput.resolve(model_output, self.ensemble, model)
+        if self._output.transform != "identity" and feature_perturbation == "tree_path_dependent":
+            raise ValueError(
+                f"model_output={model_output!r} is explained interventionally only (as in shap): pass background "
+                "rows `data` [B, M] and feature_perturbation='interventional' (or 'auto')."
+            )
+        self.dtype = check_dtype(dtype)
+        self._names, self._data_names, self._background_rows = feature_names, None, None
+        if data is not None:
+            self._read_background(data, recount=explicit == "tree_path_dependent")
+        self.n_outputs = self._output.n_outputs
+        self._output_names = output_names_of(model, self.n_outputs)  # a classifier's classes_
+        self._builder = TreeBuilder(self.ensemble, self._background_rows, feature_perturbation == "interventional",
+                                    self._output.transform, self.n_outputs, self.dtype, self.memory_budget)
+        default = self._default
+        # for interaction values (built on demand): routed paths and background rows
+        self._paths, self._background = default.paths, default.background
+
+    def _read_background(self, data: Any, recount: bool) -> None:
+        """Keep ``data`` as prepared background rows; with ``recount`` (the path-dependent game
+        asked for explicitly, as shap does) recount the node covers on them."""
+        bg, self._data_names = host_rows(data, "data", sparse_missing=self.ensemble.sparse_missing)
+        self._check_n_features(bg, "data")
+        if bg.shape[0] == 0:
+            raise ValueError("`data` has no rows; pass at least one background row.")
+        self._background_rows = self.ensemble.prepare(bg)
+        if recount:
+            self.ensemble = cover_from_data(self.ensemble, self._background_rows)
+
+    def __call__(
+        self,
+        X: Any,
+        key: Any = None,
+        *,
+        y: Any = None,
+        tree_limit: int | None = None,
+        approximate: bool = False,
+        check_additivity: bool = True,
+        interactions: bool = False,
+        progress: bool | None = None,
+        devices: Any = None,
+    ) -> Explanation:
+        """Explain the rows of ``X`` (``key`` is accepted for a uniform interface and unused).
+
+        Args:
+          X: rows ``[n, M]``: array, DataFrame (numeric, bool, nullable and category columns),
+            ``scipy.sparse`` matrix or ``xgboost.DMatrix``; one row ``[M]`` is promoted. Missing
+            values are routed as the model routes them.
+          y: labels ``[n]``, needed by ``model_output="log_loss"``.
+          tree_limit: explain the first ``tree_limit`` boosting rounds only (default: what the
+            model's ``predict`` uses, the best iteration after early stopping).
+          approximate: Saabas attributions (Saabas 2014, "Interpreting random forests"; shap's
+            ``approximate=True``): along the row's own path in each tree, each split's feature
+            gets the change in the cover-weighted mean leaf value. Much cheaper but not Shapley
+            values; they use the training covers (no background) and the raw output, and sum,
+            with the path-dependent base value, to the raw output.
+          check_additivity: check that the values plus the base values reproduce the model's own
+            prediction of the explained output, and raise ``RuntimeError`` when they do not.
+          interactions: also compute ``interaction_values`` ``[n, M, M]`` (or ``[n, M, M, K]``):
+            SHAP interaction values (see :meth:`shap_interaction_values`); raw output, default
+            trees, exact values only.
+          progress: progress bar on stderr (rows done, rate, time left); ``None`` (default): only
+            when stderr is a terminal.
+          devices: ``None`` (the default device, or, for a JAX array sharded along its rows over
+            a mesh, that mesh: the rows are routed on the host and explained where they lay,
+            the results sharded the same way), ``"local"`` or a sequence of devices to shard the
+            rows over (the interaction values are computed on the default device).
+
+        The routed rows are explained by the shared runtime
+        (:class:`jaxshap._engine._rows.RowExplainer`): chunks under ``memory_budget``, row
+        counts padded to a few capacities (a new ``n`` rarely compiles), and one compiled
+        program for every explainer whose tables have the same shapes.
+
+        Returns:
+          An :class:`Explanation`: ``values`` ``[n, M]`` for one output, else ``[n, M, K]``.
+        """
+        bar = ProgressBar(n_rows(X)) if wants_progress(progress) else None
+        try:
+            return self._explain(X, y, tree_limit, approximate, check_additivity, interactions, devices, bar, 0)
+        finally:
+            if bar is not None:
+                bar.close()
+
+    def shap_values(self, X: Any, y: Any = None, *, tree_limit: int | None = None, approximate: bool = False,
+                    check_additivity: bool = True, **kwargs: Any) -> np.ndarray:
+        """As shap's ``TreeExplainer.shap_values(X, y=None, tree_limit=None, approximate=False,
+        check_additivity=True)``: NumPy ``[n, M]`` or ``[n, M, K]`` (``[M]`` for one 1-D row)."""
+        return super().shap_values(X, y=y, tree_limit=tree_limit, approximate=approximate,
+                                   check_additivity=check_additivity, **kwargs)
+
+    @property
+    def expected_value(self) -> Any:
+        """The base value: ``[K]`` (a scalar for a single output); ``None`` for ``log_loss``,
+        whose base value depends on each row's label (read it from ``base_values``)."""
+        return self._output.expected_value(self._default, self.dtype)
+
+    # --- the default build's internals (tests read them) --------------------------------------
+    @property
+    def _default(self) -> Build:
+        return self._builder.build(self.ensemble.default_rounds, False)
+
+    @property
+    def _group_tabled(self) -> list:
+        return self._default.tabled
+
+    @property
+    def _use_table(self) -> bool:
+        return all(self._default.tabled)
+
+    def _rows_per_chunk(self, n_rows: int, build: Build | None = None) -> int:
+        """Rows per chunk of ``n_rows`` rows under ``memory_budget`` (without the CPU cap that
+        the runtime applies, see :func:`jaxshap._core._chunking.chunk_bytes`)."""
+        build = self._default if build is None else build
+        return max(1, min(n_rows, self.memory_budget // self._builder.bytes_per_row(build)))
