@@ -18,9 +18,8 @@ from .._core._inputs import is_traced
 from .._core._validate import integer
 from ._cohorts import Cohorts, auto_cohorts
 from ._host import StaticArray, apply, to_host
+from ._indexing import FEATURES, OUTPUTS, ROWS, select
 from ._ordering import hclust_order
-
-ROWS, FEATURES, OUTPUTS = "rows", "features", "outputs"
 
 
 def _default_axes(ndim: int, has_outputs: bool) -> tuple[str, ...]:
@@ -30,40 +29,6 @@ def _default_axes(ndim: int, has_outputs: bool) -> tuple[str, ...]:
     if ndim == 2:
         return (FEATURES, OUTPUTS) if has_outputs else (ROWS, FEATURES)
     return (FEATURES,) if ndim == 1 else ()
-
-
-def _names_index(index: Any, names: Any, what: str) -> Any:
-    """Turn names (a str or a list of str) into positions in ``names``; other indices pass."""
-    if isinstance(index, str) or (isinstance(index, (list, tuple)) and index and all(isinstance(i, str) for i in index)):
-        if names is None or isinstance(names, str):
-            raise IndexError(f"this Explanation has no {what} names to look {index!r} up in.")
-        names = list(names)
-
-        def position(name):
-            if name not in names:
-                raise IndexError(f"{name!r} is not one of the {what} names {names}.")
-            return names.index(name)
-
-        return position(index) if isinstance(index, str) else np.asarray([position(n) for n in index])
-    if isinstance(index, list):
-        return np.asarray(index)
-    return index
-
-
-def _is_scalar(index: Any) -> bool:
-    return isinstance(index, (int, np.integer)) or (hasattr(index, "ndim") and index.ndim == 0 and not isinstance(index, slice))
-
-
-def _take(a: Any, axes: tuple[str, ...], picks: dict[str, Any]) -> Any:
-    """Index ``a`` (whose axes are ``axes``) one axis at a time (orthogonal, not broadcast)."""
-    if a is None:
-        return None
-    for pos in reversed(range(len(axes))):
-        ix = picks.get(axes[pos], slice(None))
-        if isinstance(ix, slice) and ix == slice(None):
-            continue
-        a = a[(slice(None),) * pos + (ix,)]
-    return a
 
 
 def _leaf(name: str, doc: str) -> property:
@@ -238,17 +203,6 @@ class Explanation:
             new._history = getattr(self, "_history", ()) + ((name, self.shape, args, tuple(kwargs.items()), collapsed),)
         return new
 
-    def _plain_index(self, ix: Any) -> Any:
-        """An index as NumPy: shap's op chains applied, an ``Explanation`` replaced by its values."""
-        if type(ix).__name__ == "OpChain" and hasattr(ix, "apply"):  # shap.Explanation.abs.mean(0).argsort[-1]
-            ix = ix.apply(self)
-        if isinstance(ix, Explanation):
-            ix = np.asarray(ix._values)
-            return int(ix) if ix.ndim == 0 and np.issubdtype(ix.dtype, np.integer) else ix
-        if isinstance(ix, jax.Array) and not is_traced(ix):
-            return np.asarray(ix)
-        return ix
-
     def __getitem__(self, index: Any) -> "Explanation":
         """Select rows, features and outputs as ``shap.Explanation`` does.
 
@@ -261,57 +215,7 @@ class Explanation:
         Raises:
           IndexError: for too many indices or an unknown feature or output name.
         """
-        index = tuple(self._plain_index(i) for i in (index if isinstance(index, tuple) else (index,)))
-        if sum(i is Ellipsis for i in index) > 1:
-            raise IndexError("an index can only have a single ellipsis ('...').")
-        if any(i is Ellipsis for i in index):
-            at = next(k for k, i in enumerate(index) if i is Ellipsis)
-            fill = len(self._axes) - (len(index) - 1)
-            index = index[:at] + (slice(None),) * max(fill, 0) + index[at + 1 :]
-        if len(index) > len(self._axes):
-            raise IndexError(
-                f"too many indices: this Explanation's values have {len(self._axes)} axes {self._axes}; got {len(index)}."
-            )
-        picks = {}
-        for axis, ix in zip(self._axes, index):
-            if axis == FEATURES:
-                ix = _names_index(ix, self._feature_names, "feature")
-            elif axis == OUTPUTS:
-                ix = _names_index(ix, self._output_names, "output")
-            elif isinstance(ix, list):
-                ix = np.asarray(ix)
-            if isinstance(ix, str):
-                raise IndexError(f"rows are indexed by position, not by name; got {ix!r}.")
-            picks[axis] = ix
-        kept = tuple(a for a in self._axes if not _is_scalar(picks.get(a, slice(None))))
-        new = self._with(
-            kept,
-            ("__getitem__", (), {}, False),
-            values=_take(self._values, self._axes, picks),
-            base_values=_take(self._base_values, self._axes_of("base_values"), picks),
-            data=_take(self._data, self._axes_of("data"), picks),
-            stderr=_take(self._stderr, self._axes, picks),
-            interaction_values=self._pick_interactions(picks),
-        )
-        if self.display_data is not None:
-            new._display = StaticArray(np.asarray(_take(self.display_data, self._axes_of("data"), picks)))
-        if FEATURES in picks and not isinstance(self._feature_names, str):
-            sel = np.asarray(self._feature_names, dtype=object)[picks[FEATURES]]
-            new._feature_names = str(sel) if _is_scalar(picks[FEATURES]) else tuple(str(n) for n in sel)
-        if OUTPUTS in picks and self._output_names is not None and not isinstance(self._output_names, str):
-            sel = np.asarray(self._output_names, dtype=object)[picks[OUTPUTS]]
-            new._output_names = str(sel) if _is_scalar(picks[OUTPUTS]) else tuple(str(n) for n in sel)
-        return new
-
-    def _pick_interactions(self, picks: dict[str, Any]) -> Any:
-        """``interaction_values [n, M, M(, K)]`` under a pick: rows and outputs follow; a feature
-        pick drops them."""
-        extra = getattr(self, "_interaction_values", None)
-        if extra is None or (FEATURES in picks and not (isinstance(picks[FEATURES], slice) and picks[FEATURES] == slice(None))):
-            return None
-        lead = (ROWS,) if ROWS in self._axes else ()
-        tail = (OUTPUTS,) if OUTPUTS in self._axes else ()
-        return _take(extra, lead + ("f1", "f2") + tail, {a: picks[a] for a in lead + tail if a in picks})
+        return select(self, index)
 
     # --- reductions ---------------------------------------------------------------------------
     def _reduce(self, fname: str, axis: int | None, *args: Any) -> "Explanation":

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-FEATURES = "features"
+from ._indexing import FEATURES
 
 
 def _history(expl: Any, shap: Any) -> list:
