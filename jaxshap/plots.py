@@ -1,8 +1,11 @@
 """shap's plots, called on jaxshap results: each converts its arguments with ``to_shap()`` first.
 
 ``jaxshap.plots.beeswarm(expl)`` is ``shap.plots.beeswarm(expl.to_shap())``: every
-:class:`~jaxshap.Explanation` or cohorts object among the arguments is converted, everything
-else is passed through unchanged. shap (the ``plots`` extra) must be installed.
+:class:`~jaxshap.Explanation` or cohorts object among the arguments (also as the values of a dict,
+as ``shap.plots.bar`` takes them) is converted, everything else is passed through unchanged, so
+``jaxshap.plots.heatmap(expl, instance_order=expl.sum(1))`` and
+``jaxshap.plots.bar(expl.cohorts(2).abs.mean(0))`` draw what shap draws. shap (the ``plots``
+extra) must be installed.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ __all__ = list(PLOTS)
 
 
 def _convert(arg: Any) -> Any:
+    if isinstance(arg, dict):
+        return {k: _convert(v) for k, v in arg.items()}
     return arg.to_shap() if hasattr(arg, "to_shap") else arg
 
 

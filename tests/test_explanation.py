@@ -28,7 +28,8 @@ def test_pytree_roundtrip_keeps_metadata():
     assert rebuilt.feature_names == ["a", "b", "c", "d"]
     doubled = jax.tree_util.tree_map(lambda a: 2 * a, expl)
     np.testing.assert_allclose(doubled.values, 2 * expl.values)
-    assert isinstance(expl.values, jax.Array)
+    assert all(isinstance(a, jax.Array) for a in leaves)  # the pytree's leaves are JAX arrays
+    assert isinstance(expl.values, np.ndarray)  # and what a user reads outside a trace is NumPy
     assert np.asarray(expl.values).shape == (10, 4)
 
 
@@ -248,8 +249,12 @@ def test_shap_plots_point_to_to_shap_and_jaxshap_plots_convert(tmp_path):
     shap = pytest.importorskip("shap")
     pytest.importorskip("matplotlib")
     expl = explain()
+    # shap's force plot reads values, base values, data and names of any "...Explanation": as NumPy
+    # they give the plot of the converted result
+    for e in (expl, expl[0]):
+        assert shap.plots.force(e).data == shap.plots.force(e.to_shap()).data
     with pytest.raises(AttributeError, match=r"not a shap.Explanation.*expl.to_shap\(\)"):
-        shap.plots.force(expl)  # shap reads shap-only fields of what it is given
+        expl.error_std  # a shap-only field points to to_shap()
     with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
         expl.nothing
     assert render(lambda: jaxshap.plots.beeswarm(expl, show=False), tmp_path / "bees.png") > 1000

@@ -1,7 +1,7 @@
-"""The calls shap users write on an explainer: ``shap_values``, ``save`` and ``load``.
+"""The calls shap users write on an explainer: ``shap_values``, ``expected_value``, ``save``, ``load``.
 
 Every explainer (model-agnostic, linear, tree) mixes this in; each defines ``__call__`` (which
-returns an :class:`~jaxshap.Explanation`) and ``expected_value``.
+returns an :class:`~jaxshap.Explanation`) and ``expected_value``, which reads as NumPy here.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ import pickle
 from typing import Any
 
 import numpy as np
+
+from .._result._host import to_host
 
 
 def unpickle_explainer(file: Any, cls: type, what: str) -> Any:
@@ -32,7 +34,19 @@ def _is_one_row(X: Any) -> bool:
 
 
 class ShapAPI:
-    """``shap_values(X)``, ``save(file)`` and ``load(file)`` as in shap's explainers."""
+    """``shap_values(X)``, ``expected_value``, ``save(file)`` and ``load(file)`` as in shap's explainers.
+
+    ``expected_value`` is NumPy outside traced code, as shap's: a NumPy scalar for one output,
+    ``[K]`` for ``K`` (a tracer inside ``jit``/``grad``), whatever array the explainer keeps, so
+    ``shap.force_plot(explainer.expected_value, ...)`` and ``shap.decision_plot`` take it.
+    """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        prop = cls.__dict__.get("expected_value")
+        if isinstance(prop, property) and prop.fget is not None:
+            get = prop.fget
+            cls.expected_value = property(lambda self: to_host(get(self)), prop.fset, prop.fdel, prop.__doc__)
 
     def __repr__(self) -> str:
         chosen = getattr(self, "chosen_by_auto", None)

@@ -43,12 +43,26 @@ def _best_split(X: np.ndarray, Y: np.ndarray, rows: np.ndarray) -> tuple[float, 
         gain = parent - children
         i = int(np.argmax(gain))
         if best is None or gain[i] > best[0] + 1e-12 * abs(best[0]):
-            best = (float(gain[i]), j, float((xs[valid[i]] + xs[valid[i] + 1]) / 2))
+            best = (float(gain[i]), j, float(xs[valid[i]] / 2 + xs[valid[i] + 1] / 2))
     return best
+
+
+def _path_names(data: np.ndarray, rows: np.ndarray, path: list[tuple[int, float]], names: list[str]) -> np.ndarray:
+    """Each row's name: its path's conditions, the operator read from the row's own value."""
+    out = np.empty(rows.size, dtype=object)
+    for i, r in enumerate(rows):
+        out[i] = " & ".join(f"{names[j]} {'<' if data[r, j] < t else '>='} {t}" for j, t in path)
+    return out
 
 
 def auto_cohorts(data: Any, values: Any, feature_names: list[str], n_cohorts: int) -> dict[str, np.ndarray]:
     """Split rows into at most ``n_cohorts`` groups with similar values, named by their paths.
+
+    As scikit-learn's tree (which shap fits), the splits are searched on the data rounded to
+    float32 and a threshold is the float64 midpoint of two adjacent float32 values; a row goes
+    left when its float32 value is below it. As shap, each condition in a row's name compares the
+    row's own value with the threshold (``"bmi < 0.03"`` or ``"bmi >= 0.03"``), and rows are
+    grouped by name.
 
     Args:
       data: ``[n, M]`` feature values of the rows.
@@ -59,7 +73,8 @@ def auto_cohorts(data: Any, values: Any, feature_names: list[str], n_cohorts: in
     Returns:
       ``{name: row indices}`` in the order of the names, as ``np.unique`` sorts them.
     """
-    X = np.asarray(data, np.float64)
+    exact = np.asarray(data, np.float64)
+    X = exact.astype(np.float32).astype(np.float64)
     Y = np.asarray(values, np.float64).reshape(X.shape[0], -1)
     leaves = [(np.arange(X.shape[0]), [])]
     while len(leaves) < n_cohorts:
@@ -70,10 +85,14 @@ def auto_cohorts(data: Any, values: Any, feature_names: list[str], n_cohorts: in
         (gain, j, t), k = max(candidates, key=lambda c: c[0][0])
         rows, path = leaves.pop(k)
         below = X[rows, j] < t
-        leaves.append((rows[below], path + [f"{feature_names[j]} < {t}"]))
-        leaves.append((rows[~below], path + [f"{feature_names[j]} >= {t}"]))
-    named = {" & ".join(path): rows for rows, path in leaves}
-    return {name: np.sort(named[name]) for name in sorted(named)}
+        leaves.append((rows[below], path + [(j, t)]))
+        leaves.append((rows[~below], path + [(j, t)]))
+    groups: dict[str, list[np.ndarray]] = {}
+    for rows, path in leaves:
+        labels = _path_names(exact, rows, path, feature_names)
+        for name in np.unique(labels):
+            groups.setdefault(str(name), []).append(rows[labels == name])
+    return {name: np.sort(np.concatenate(groups[name])) for name in sorted(groups)}
 
 
 class Cohorts:
