@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 
 import jaxshap
@@ -73,7 +74,7 @@ def _controls_table(model, background, X, exact, quick):
         errors, seconds = {}, {}
         for on in (False, True):
             explainer = jaxshap.PermutationExplainer(model, background, n_permutations=walks, control_variates=on)
-            explainer(X, key=0).values.block_until_ready()  # compile
+            jax.block_until_ready(explainer(X, key=0).values)  # compile
             sq, spent = [], 0.0
             for seed in seeds:
                 _, t = timed(lambda: explainer(X, key=seed + 1).values)
