@@ -380,21 +380,13 @@ def standard_gaussian(
     return g, Regularisation(delta is not None and delta > 0, delta, rcond, floor)
 
 
-def prepare(
-    mean: Any,
-    cov: Any,
-    *,
-    rcond: float | None,
-    name: str = "cov",
-    dtype: Any = None,
-    exact_moments: bool = False,
-) -> StandardGaussian:
-    """:func:`standard_gaussian`, warning (``UserWarning``) when the correlations were shrunk.
-
-    For callers that only report the regularisation; the warning points at the caller's caller.
+def prepare(mean: Any, cov: Any, *, rcond: float | None, **options: Any) -> StandardGaussian:
+    """:func:`standard_gaussian` (same arguments), warning (``UserWarning``) when the correlations
+    were shrunk: for callers that only report the regularisation. The warning points at the
+    caller's caller.
     """
-    g, status = standard_gaussian(mean, cov, rcond=rcond, name=name, dtype=dtype, exact_moments=exact_moments)
-    warn_regularised(status, name, stacklevel=3)
+    g, status = standard_gaussian(mean, cov, rcond=rcond, **options)
+    warn_regularised(status, options.get("name", "cov"), stacklevel=3)
     return g
 
 
