@@ -212,6 +212,10 @@ class AmortizedExplainer(RowExplainer):
     def _scaling(self) -> Scaling:
         return Scaling(self.base, self.x_mean, self.x_scale, self.y_scale)
 
+    def _phi(self, params, X, fx):
+        """The network's efficient attributions ``[n, M, K]`` (:func:`network_values`)."""
+        return network_values(params, self._scaling(), X, fx)
+
     # --- training -----------------------------------------------------------------------------
     def _rows(self, X: Any, name: str) -> jax.Array:
         X = as_matrix(X, name, dtype=self._dtype)
@@ -391,7 +395,7 @@ class AmortizedExplainer(RowExplainer):
     def _explain_rows(self, X: jax.Array, keys: jax.Array):
         """``phi = normalise(g(x), f(x) - E f)`` for a chunk of rows; no key is used."""
         del keys
-        phi = network_values(self.params, self._scaling(), X, self.model.fn(X))
+        phi = self._phi(self.params, X, self.model.fn(X))
         return phi, jnp.broadcast_to(self.base, (X.shape[0], self.model.n_outputs)), None
 
     def _core(self) -> "AmortizedExplainer":
