@@ -98,8 +98,8 @@ def sampled_transform(
       corr: ``[M, M]`` correlation matrix.
       beta: ``[K, M]`` standardised coefficients.
       n_permutations: number of walks, even and at least 2 (static).
-      chunk: groups per vectorised step (static). By default 1 on a CPU, where one group at a
-        time measured fastest, and 2 on accelerators.
+      chunk: groups per vectorised step (static). By default 1 on a CPU (one group at a time,
+        without a batch axis) and 2 on accelerators.
       precision: ``C^{-1}`` if already known (computed in float64 on the host, it keeps the
         walks accurate for condition numbers near ``1 / eps`` of the working dtype, where an
         inverse in that dtype loses every digit); by default :func:`precision_matrix` of ``corr``.
@@ -119,7 +119,7 @@ def sampled_transform(
         chunk = max(1, min(chunk, n_groups))
         rotations = (0, m // 2)
         group = lambda o: antithetic_linear_steps(precision, beta, cov_beta, o, rotations)
-        if chunk == 1:  # no batch axis: measurably faster on a CPU than a vmap of one
+        if chunk == 1:  # no batch axis rather than a vmap of one
             total, _ = jax.lax.scan(lambda acc, o: (acc + group(o), None), total, orders[:n_groups])
         else:
             n_steps = -(-n_groups // chunk)

@@ -10,8 +10,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._result._explanation import Explanation
-from .._algebra._gaussian import check_numeric, host64, precision_matrix, prepare, sample_moments
-from .._core._validate import DEFAULT_MEMORY_BUDGET
+from .._algebra._covariance import check_numeric, host64, sample_moments, standard_gaussian, warn_regularised
+from .._algebra._gaussian import precision_matrix
+from .._core._validate import DEFAULT_MEMORY_BUDGET, choice
 from .._core._validate import memory_budget as check_memory_budget
 from .._engine._explainer import drop_output_axis
 from .._core._inputs import (
@@ -39,6 +40,15 @@ MAX_EXACT_FEATURES = 22
 """``method="exact"`` refuses more features than this (``2**M`` factorisations)."""
 
 PERTURBATIONS = ("interventional", "correlation_dependent")
+
+FLOAT32_ONLY_SINGULAR = (
+    "`{name}` is numerically singular in float32 (the correlation matrix's smallest eigenvalue "
+    "is below 4.8e-7 times its largest) but not in float64: the transform was computed in "
+    "float64, without regularisation, and rounded to float32; applying it in float32 can "
+    "still lose digits (about 1% at condition number 1e8). Enable x64 "
+    "(jax.config.update('jax_enable_x64', True)) for full precision."
+)
+"""The warning when a correlation matrix singular in float32 only gets a float64 transform."""
 
 CPU_CHUNK_ROWS = 1024
 """Rows per chunk on a CPU: the products run at full speed there, and smaller calls waste little."""
@@ -158,11 +168,9 @@ class LinearExplainer(ShapAPI, RowExplainer):
         memory_budget: int = DEFAULT_MEMORY_BUDGET,
     ):
         self.memory_budget = check_memory_budget(memory_budget)
-        if feature_perturbation not in PERTURBATIONS:
-            raise ValueError(f"`feature_perturbation` must be one of {PERTURBATIONS}; got {feature_perturbation!r}.")
-        if method not in ("auto", "exact", "sampled"):
-            raise ValueError(f"`method` must be 'auto', 'exact' or 'sampled'; got {method!r}.")
-        check_walks(n_permutations, 2)
+        choice(feature_perturbation, "feature_perturbation", PERTURBATIONS)
+        choice(method, "method", ("auto", "exact", "sampled"))
+        n_permutations = check_walks(n_permutations, 2)
         self.feature_perturbation = feature_perturbation
         coef, intercept, self._single = parse_linear_model(model)
         self._output_names = output_names_of(model, coef.shape[0])  # a classifier's classes_
@@ -179,60 +187,58 @@ class LinearExplainer(ShapAPI, RowExplainer):
         self.method = None
         if correlated:
             name = "data" if from_data else "cov"
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                g = prepare(mean, cov, rcond=rcond, name=name, dtype=dtype, exact_moments=from_data)
-            wide = None
-            shrunk = any("rank-deficient" in str(w.message) for w in caught)
-            if shrunk and rcond is None and jnp.dtype(dtype).itemsize < 8 and not is_traced(g.corr):
-                # Singular in float32 only: build the transform in float64 on the host, then round it.
-                with jax.enable_x64(True), warnings.catch_warnings(record=True) as caught64:
-                    warnings.simplefilter("always")
-                    g64 = prepare(mean, cov, rcond=None, name=name, dtype=jnp.float64, exact_moments=from_data)
-                if not any("rank-deficient" in str(w.message) for w in caught64):
-                    wide = g64
-                    g = g._replace(corr=jnp.asarray(np.asarray(g64.corr), dtype), shrinkage=jnp.zeros((), dtype))
-                    warnings.warn(
-                        f"`{name}` is numerically singular in float32 (the correlation matrix's smallest eigenvalue "
-                        "is below 4.8e-7 times its largest) but not in float64: the transform was computed in "
-                        "float64, without regularisation, and rounded to float32; applying it in float32 can "
-                        "still lose digits (about 1% at condition number 1e8). Enable x64 "
-                        "(jax.config.update('jax_enable_x64', True)) for full precision.",
-                        UserWarning,
-                        stacklevel=2,
-                    )
-            if wide is None:
-                for w in caught:
-                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+            g, wide = self._gaussian(mean, cov, rcond, name, dtype, from_data)
             self.gaussian = g
-            beta = coef * g.safe_scale[None, :]
-            m = self.n_features
-            if method == "auto":
-                method = "exact" if m <= MAX_AUTO_EXACT_FEATURES else "sampled"
-            if method == "exact" and m > MAX_EXACT_FEATURES:
-                raise ValueError(
-                    f"method='exact' enumerates 2**M coalitions and supports at most {MAX_EXACT_FEATURES} "
-                    f"features; the data has {m}. Use method='sampled'."
-                )
-            self.method = method
+            self.method = method = self._resolve_method(method)
             if method == "sampled":
-                self.n_permutations = int(n_permutations)
+                self.n_permutations = n_permutations
             if wide is None:
-                self.transform = to_data_units(self._transform(g, beta, method, key, int(n_permutations)), g.safe_scale)
+                beta = coef * g.safe_scale[None, :]
+                self.transform = to_data_units(self._transform(g, beta, method, key, n_permutations), g.safe_scale)
             else:
                 with jax.enable_x64(True):
                     beta64 = jnp.asarray(np.asarray(coef, np.float64)) * wide.safe_scale[None, :]
-                    t64 = self._transform(wide, beta64, method, key, int(n_permutations))
+                    t64 = self._transform(wide, beta64, method, key, n_permutations)
                     t64 = np.asarray(to_data_units(t64, wide.safe_scale))
                 self.transform = jnp.asarray(t64, dtype)
+
+    @staticmethod
+    def _gaussian(mean, cov, rcond, name, dtype, from_data):
+        """``(gaussian, wide)``: the standardised Gaussian, and its float64 twin when it is needed.
+
+        A correlation matrix singular in float32 (by the default cut-off) but not in float64 is
+        used unregularised: ``wide`` is then the float64 Gaussian the transform is computed
+        from, and the float32 one carries its correlations rounded. Otherwise ``wide`` is
+        ``None``. Warns, once, about whichever happened (the caller's caller is blamed).
+        """
+        g, status = standard_gaussian(mean, cov, rcond=rcond, name=name, dtype=dtype, exact_moments=from_data)
+        if status.rank_deficient and rcond is None and jnp.dtype(dtype).itemsize < 8 and not is_traced(g.corr):
+            with jax.enable_x64(True):
+                g64, status64 = standard_gaussian(mean, cov, rcond=None, name=name, dtype=jnp.float64, exact_moments=from_data)
+            if not status64.rank_deficient:
+                warnings.warn(FLOAT32_ONLY_SINGULAR.format(name=name), UserWarning, stacklevel=3)
+                return g._replace(corr=jnp.asarray(np.asarray(g64.corr), dtype), shrinkage=jnp.zeros((), dtype)), g64
+        warn_regularised(status, name, stacklevel=3)
+        return g, None
+
+    def _resolve_method(self, method: str) -> str:
+        """``"auto"`` resolved by the number of features; ``"exact"`` refused beyond its limit."""
+        m = self.n_features
+        if method == "auto":
+            method = "exact" if m <= MAX_AUTO_EXACT_FEATURES else "sampled"
+        if method == "exact" and m > MAX_EXACT_FEATURES:
+            raise ValueError(
+                f"method='exact' enumerates 2**M coalitions and supports at most {MAX_EXACT_FEATURES} "
+                f"features; the data has {m}. Use method='sampled'."
+            )
+        return method
 
     @staticmethod
     def _transform(g, beta, method, key, n_permutations):
         """The standardised transform; concrete work runs with OpenBLAS on one thread.
 
-        XLA's Cholesky factorisations on a CPU run on SciPy's OpenBLAS; its spinning worker
-        threads slowed the sampled transform at M = 300 from 0.3 s to 37 s on a 2-core machine
-        (see :mod:`jaxshap._platform._threads`).
+        XLA's Cholesky factorisations on a CPU run on SciPy's OpenBLAS, whose spinning worker
+        threads slow the host's other work (see :mod:`jaxshap._platform._threads`).
         """
         if is_traced(g.corr) or is_traced(beta):
             if method == "exact":
