@@ -33,9 +33,6 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import cho_solve, solve_triangular
 
-# The validated Gaussian that the conditioning below works on, as maskers.Gaussian imports it.
-from ._covariance import prepare, sample_moments  # noqa: F401
-
 # --- conditioning on one coalition -----------------------------------------------------------
 
 

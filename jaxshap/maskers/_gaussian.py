@@ -8,7 +8,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._algebra._gaussian import conditional_draws, prepare, sample_moments
+from .._algebra._covariance import prepare, sample_moments
+from .._algebra._gaussian import conditional_draws
 from .._core._inputs import as_key, as_matrix, check_finite, column_names, is_traced
 from .._core._validate import integer
 from ._base import Masker
