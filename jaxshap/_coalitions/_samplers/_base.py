@@ -32,8 +32,10 @@ _REGISTRY: dict[str, type] = {}
 class Sampler(abc.ABC):
     """A KernelSHAP design: the mass of each coalition size (see the module docstring).
 
-    Subclass it with ``@dataclasses.dataclass(frozen=True)`` (when it has parameters), give it a
-    ``name`` and define :meth:`size_mass`; it is then selected by that name or by an instance.
+    Subclass it with ``@dataclasses.dataclass(frozen=True)`` (when it has parameters, each with a
+    default: a name selects the class's default instance), give it a ``name`` and define
+    :meth:`size_mass`; it is then selected by that name or by an instance. A subclass without a
+    ``name`` of its own is not registered (a base for other designs, or an instance-only one).
     """
 
     name: ClassVar[str] = ""
