@@ -1,4 +1,9 @@
-"""Coalition machinery: mask enumeration, Shapley weights, permutation and KernelSHAP sampling."""
+"""Coalition machinery: mask enumeration, Shapley weights, permutation and KernelSHAP sampling.
+
+KernelSHAP's designs are :class:`Sampler` objects (:class:`Paired`, :class:`Leverage`,
+:class:`Middle`, or a subclass of your own, registered by its ``name``); :class:`Auto` is the
+rule behind ``sampler="auto"``.
+"""
 
 from ._coalitions._masks import (
     all_masks,
@@ -8,9 +13,13 @@ from ._coalitions._masks import (
     sample_permutations,
 )
 from ._coalitions._combinatorics import shapley_weights
-from ._coalitions._kernel_sampling import KernelPlan, kernel_plan, kernel_weight
-from ._coalitions._kernel_sampling import min_coalitions as min_kernel_coalitions
+from ._coalitions._combinatorics import shapley_kernel as kernel_weight
+from ._coalitions._auto_sampler import Auto
+from ._coalitions._kernel_design import KernelPlan
+from ._coalitions._kernel_layers import min_coalitions as min_kernel_coalitions
+from ._coalitions._kernel_plan import kernel_plan
 from ._coalitions._kernel_sampling import sample_coalitions as sample_kernel_coalitions
+from ._coalitions._samplers import Leverage, Middle, Paired, Sampler
 
 __all__ = [
     "KernelPlan",
@@ -18,6 +27,11 @@ __all__ = [
     "kernel_weight",
     "min_kernel_coalitions",
     "sample_kernel_coalitions",
+    "Sampler",
+    "Paired",
+    "Leverage",
+    "Middle",
+    "Auto",
     "all_masks",
     "exact_coefficients",
     "permutation_ranks",

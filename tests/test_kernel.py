@@ -16,7 +16,8 @@ import jaxshap
 from jaxshap.coalitions import kernel_plan, kernel_weight, min_kernel_coalitions, sample_kernel_coalitions
 from jaxshap.estimators import kernel_shapley, kernel_solve
 from jaxshap._coalitions._host_sampling import host_coalitions
-from jaxshap._coalitions._kernel_sampling import MIDDLE_SHARE, _innermost
+from jaxshap._coalitions._samplers._middle import MIDDLE_SHARE
+from jaxshap._coalitions._samplers._middle import innermost as _innermost
 from oracle import shapley_from_game
 
 
@@ -137,7 +138,7 @@ def _bound(dof):
 def test_strata_are_uniform_without_replacement(monkeypatch, max_ranked, where):
     """Every stratum draws uniformly: all k-subsets equally often, in uniform order, and (middle
     stratum, 2 draws of 10) every ordered pair of distinct subsets equally often."""
-    import jaxshap._coalitions._kernel_sampling as ks
+    import jaxshap._coalitions._subsets as ks
 
     if max_ranked is not None:  # the size-2 stratum (15 sets) falls back to independent draws
         monkeypatch.setattr(ks, "MAX_RANKED", max_ranked)
@@ -405,7 +406,9 @@ def test_third_order_auto_follows_the_budget():
 
 
 def test_sampler_auto_follows_the_controls_and_the_budget():
-    from jaxshap._explainers._kernel import AUTO_MIDDLE_TERMS
+    from jaxshap.coalitions import Auto
+
+    AUTO_MIDDLE_TERMS = Auto().middle_terms
 
     m = 12
     params, bg, X = make_problem(m)
@@ -455,7 +458,7 @@ def test_odd_kernel_is_the_sum_over_explicit_terms():
 
 def test_kernel_form_equals_explicit_columns():
     controls = ((3, 0.2), (5, 0.1))
-    from jaxshap._coalitions._kernel_sampling import plan_rows
+    from jaxshap._coalitions._kernel_design import plan_rows
     from jaxshap._estimators._kernel_solve import apply_operator, kernel_operator
 
     m, n = 7, 60

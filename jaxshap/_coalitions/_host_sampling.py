@@ -1,23 +1,20 @@
 """The KernelSHAP coalitions of a plan drawn on the host, with NumPy, from a JAX key.
 
-:func:`~jaxshap._coalitions._kernel_sampling.sample_coalitions` draws a plan's coalitions
-inside the compiled program. That costs nothing at run time but about half a second of XLA
-compilation (the threefry hash, Floyd's loop, the unranking scan, the sort), paid again by every
-fresh process: for a one-off job it is a third of the whole time. :func:`host_coalitions` draws
-from the same distribution with NumPy, seeded from the key's bits, so the same key gives the same
-coalitions in eager code, under ``jax.jit`` and in every process. The random stream differs from
-the compiled sampler's; the distribution (strata, draws without replacement, pairing, weights)
-is the same.
+:func:`~jaxshap._coalitions._kernel_sampling.sample_coalitions` draws a plan's coalitions inside
+the compiled program, at the price of compiling the sampler (the threefry hash, Floyd's loop,
+the unranking scan, the sort) in every fresh process. :func:`host_coalitions` draws from the same
+distribution with NumPy, seeded from the key's bits, so the same key gives the same coalitions in
+eager code, under ``jax.jit`` and in every process. The random stream differs from the compiled
+sampler's; the distribution (strata, draws without replacement, pairing, weights) is the same,
+and subsets are made from ranks and scores by the same code (:mod:`._subsets`).
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from . import _kernel_sampling
-from ._kernel_sampling import KernelPlan, Stratum, _layout
+from ._kernel_design import KernelPlan, Stratum, draw_layout
+from ._subsets import ranked, smallest, unrank
 
 _STREAM = 0x6B65726E  # separates this stream from any other use of the same key's bits
 
@@ -28,37 +25,13 @@ def host_generator(key_bits: np.ndarray) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(words + [_STREAM]))
 
 
-def _unrank(ranks: np.ndarray, n_items: int, k: int) -> np.ndarray:
-    """``k``-subsets of ``range(n_items)`` from their colexicographic ranks: ``[n, n_items]`` bools.
-
-    The combinatorial number system ``rank = sum_i C(c_i, i)`` over the members
-    ``c_1 < ... < c_k``, inverted greedily from the largest position down.
-    """
-    rank = ranks.astype(np.int64).copy()
-    left = np.full(rank.shape, k, np.int64)
-    sets = np.zeros(rank.shape + (n_items,), bool)
-    table = np.array([[math.comb(p, j) for j in range(k + 1)] for p in range(n_items)], dtype=np.int64)
-    for p in range(n_items - 1, -1, -1):
-        c = table[p, left]
-        take = (left > 0) & (c <= rank)
-        sets[:, p] = take
-        rank = np.where(take, rank - c, rank)
-        left = np.where(take, left - 1, left)
-    return sets
-
-
-def _smallest(scores: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """Each row's ``k`` positions of smallest score (a uniform ``k``-subset for uniform scores)."""
-    return np.argsort(np.argsort(scores, axis=-1), axis=-1) < np.asarray(k)[..., None]
-
-
 def _draw_stratum(rng: np.random.Generator, m: int, st: Stratum) -> np.ndarray:
     """``st.n_draws`` distinct uniform sets of one stratum, in random order, over ``M`` features."""
-    if st.population <= _kernel_sampling.MAX_RANKED:
+    if ranked(st.population):
         ranks = rng.choice(st.population, size=st.n_draws, replace=False, shuffle=True)
-        sets = _unrank(ranks, st.n_items, st.k)
+        sets = unrank(ranks, st.n_items, st.k)
     else:  # astronomically many sets: distinct with overwhelming probability
-        sets = _smallest(rng.random((st.n_draws, st.n_items)), np.full(st.n_draws, st.k))
+        sets = smallest(rng.random((st.n_draws, st.n_items)), st.k)
     if st.middle:  # subsets of features 1..M-1 completed with feature 0
         sets = np.concatenate([np.ones((st.n_draws, 1), bool), sets], axis=1)
     return sets
@@ -73,7 +46,7 @@ def _draw_pooled(rng: np.random.Generator, m: int, plan: KernelPlan) -> tuple[np
     # the single takes the larger side half of the time (uniform over its layer's coalitions)
     flip = (rng.random(n) < 0.5) & (np.arange(n) >= p)
     size = np.where(flip, m - size, size)
-    sets = _smallest(rng.random((n, m)), size)
+    sets = smallest(rng.random((n, m)), size)
     pair_w, single_w = pooled.pair_weights(m)[layer], pooled.single_weights(m)[layer]
     masks = np.concatenate([sets[:p], ~sets[:p], sets[p:]], axis=0)
     return masks, np.concatenate([pair_w[:p], pair_w[:p], single_w[p:]])
@@ -90,7 +63,7 @@ def host_coalitions(key_bits: np.ndarray, plan: KernelPlan) -> tuple[np.ndarray,
 
     Args:
       key_bits: the raw bits of a JAX key (``jax.random.key_data(key)``), ``uint32``.
-      plan: a :class:`~jaxshap._coalitions._kernel_sampling.KernelPlan`.
+      plan: a :class:`~jaxshap.coalitions.KernelPlan`.
     """
     m = plan.n_features
     rng = host_generator(key_bits)
@@ -104,6 +77,6 @@ def host_coalitions(key_bits: np.ndarray, plan: KernelPlan) -> tuple[np.ndarray,
     sets = np.zeros((len(plan.strata), n, m), bool)
     for i, st in enumerate(plan.strata):
         sets[i, : st.n_draws] = _draw_stratum(rng, m, st)
-    index, flip, weight = _layout(plan)
+    index, flip, weight = draw_layout(plan)
     sampled = sets.reshape(-1, m)[index] ^ flip[:, None]
     return np.concatenate([enum_masks, sampled]), np.concatenate([enum_weights, weight])

@@ -1,6 +1,6 @@
 """A cache for host-side (NumPy) plans that is keyed on JAX's x64 mode.
 
-Plans such as :func:`~jaxshap._coalitions._kernel_sampling.kernel_plan` are pure functions of
+Plans such as :func:`~jaxshap._coalitions._kernel_plan.kernel_plan` are pure functions of
 static sizes, so they are memoised. Their NumPy arrays are then the *same objects* on every call,
 and JAX (0.10) remembers the device buffer it made from a NumPy constant: an ``int64`` index array
 first used with x64 off is stored as ``int32``, and the same object used later inside

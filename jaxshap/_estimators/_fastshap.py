@@ -32,21 +32,24 @@ has the same minimiser. ``v_x(\\emptyset) = mean_b f(b)`` does not depend on ``x
 
 from __future__ import annotations
 
-import math
 from typing import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._coalitions._combinatorics import code_bits, shapley_kernels
+from .._coalitions._samplers import Paired
+from .._coalitions._subsets import smallest
+
 
 def shapley_size_logits(n_features: int) -> np.ndarray:
     """Log-probabilities of coalition sizes ``s = 1..M-1`` under the Shapley kernel.
 
-    Summed over the ``C(M, s)`` coalitions of one size the kernel is ``(M - 1) / (s (M - s))``.
+    Summed over the ``C(M, s)`` coalitions of one size the kernel is ``(M - 1) / (s (M - s))``,
+    the mass of KernelSHAP's paired design (:class:`jaxshap.coalitions.Paired`).
     """
-    s = np.arange(1, n_features, dtype=np.float64)
-    mass = (n_features - 1) / (s * (n_features - s))
+    mass = np.array([Paired().size_mass(n_features, s) for s in range(1, n_features)], dtype=np.float64)
     return np.log(mass / mass.sum())
 
 
@@ -58,8 +61,7 @@ def sample_paired_masks(key: jax.Array, n_features: int, n_pairs: int) -> jax.Ar
     """
     k_size, k_set = jax.random.split(key)
     sizes = 1 + jax.random.categorical(k_size, jnp.asarray(shapley_size_logits(n_features)), shape=(n_pairs,))
-    ranks = jnp.argsort(jnp.argsort(jax.random.uniform(k_set, (n_pairs, n_features)), axis=-1), axis=-1)
-    masks = ranks < sizes[:, None]
+    masks = smallest(jax.random.uniform(k_set, (n_pairs, n_features)), sizes, xp=jnp)
     return jnp.concatenate([masks, ~masks], axis=0)
 
 
@@ -135,9 +137,6 @@ def all_coalitions(n_features: int) -> tuple[np.ndarray, np.ndarray]:
     with these weights removes the coalition-sampling noise from the objective (small ``M``).
     """
     m = n_features
-    index = np.arange(1, 2**m - 1)[:, None]
-    masks = ((index >> np.arange(m)[None, :]) & 1).astype(bool)
-    s = masks.sum(1)
-    comb = np.array([math.comb(m, int(k)) for k in s], dtype=np.float64)
-    kernel = (m - 1) / (comb * s * (m - s))
+    masks = code_bits(np.arange(1, 2**m - 1), m)
+    kernel = shapley_kernels(m)[masks.sum(1)]
     return masks, kernel / kernel.sum()

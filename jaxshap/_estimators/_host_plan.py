@@ -1,25 +1,27 @@
-r"""A call's shared KernelSHAP plan, drawn and factorised on the host.
+r"""One call's shared draw for KernelSHAP: the coalitions of a plan and their solve operators, made on the host.
 
-With shared coalitions (the explainer's default) a call needs, once, its coalitions and the
-solve operators of their design (:func:`._kernel_solve.plan_operators`); every row then costs
-its model evaluations and a few matrix products. Built inside the compiled program, that
-once-per-call work is cheap to *run* but expensive to *compile*: the sampler (threefry, Floyd's
-loop, the unranking scan, a sort) and the factorisations took about a second of XLA compilation
-on a CPU, paid again by every fresh process, which was most of a one-off job's time.
+Terms: a :class:`~jaxshap.coalitions.KernelPlan` is the static design (which sizes are
+enumerated, how many pairs each stratum gets); a *shared draw* is one key's coalitions of that
+plan together with the solve operators of their regression
+(:func:`._kernel_solve.plan_operators`). With shared coalitions (the explainer's default) every
+row of a call uses the same draw and then costs its model evaluations and a few matrix
+products. :class:`SharedCoalitions` is the entry point for an explainer.
 
-Here they are computed on the host instead, with NumPy in float64 (:func:`host_plan`), from the
-key's bits (:func:`jaxshap._coalitions._host_sampling.host_coalitions`). When the caller holds
-the key concretely (an ordinary call) the plan enters the program as arguments
-(:func:`plan_leaves`); inside a user's ``jax.jit`` the program fetches it through
-:func:`jax.pure_callback` (:func:`shared_plan`). Either way it is a pure function of the key:
-eager calls, ``jax.jit``, ``jax.vmap`` over keys, gradients with respect to the model (the plan
-does not depend on it) and every block, chunk and device of a call see the same plan. The last
-:data:`CACHE_SIZE` plans are kept, so repeated calls with one key skip the work.
+The draw is computed on the host, with NumPy in float64 (:func:`host_plan`), from the key's bits
+(:func:`jaxshap._coalitions._host_sampling.host_coalitions`), so no process compiles the
+sampler or the factorisations. When the caller holds the key concretely (an ordinary call) the
+draw enters the program as arguments (:func:`plan_leaves`, or :func:`plan_leaves_soon` on a
+worker thread while the program compiles); inside a user's ``jax.jit`` the program fetches it
+through :func:`jax.pure_callback` (:func:`shared_plan`). Either way it is a pure function of the
+key: eager calls, ``jax.jit``, ``jax.vmap`` over keys, gradients with respect to the model (the
+draw does not depend on it) and every block, chunk and device of a call see the same draw. The
+last :data:`CACHE_SIZE` draws are kept, so repeated calls with one key skip the work.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import os
 import threading
 from collections import OrderedDict
@@ -31,11 +33,12 @@ import numpy as np
 
 from .._platform._threads import single_threaded_blas
 from .._coalitions._host_sampling import host_coalitions
+from .._coalitions._kernel_design import KernelPlan
 from .._coalitions._static_cache import static_cache
 from ._kernel_solve import operator_shapes, plan_operators
 
 CACHE_SIZE = 4
-"""Plans kept, most recently used first (each holds one call's coalitions and operators)."""
+"""Shared draws kept, most recently used first (each holds one call's coalitions and operators)."""
 
 _cache: OrderedDict = OrderedDict()
 _lock = threading.Lock()
@@ -66,8 +69,8 @@ def _cached(cache_key: tuple) -> list[jax.Array] | None:
     return None
 
 
-def host_plan(key_bits: np.ndarray, plan, controls: tuple, dtype) -> list[jax.Array]:
-    """The leaves of ``(masks, plan_operators(...))`` for one key, computed with NumPy (cached).
+def host_plan(key_bits: np.ndarray, plan: KernelPlan, controls: tuple, dtype) -> list[jax.Array]:
+    """The leaves of one key's shared draw, ``(masks, plan_operators(...))``, computed with NumPy (cached).
 
     Everything is computed in float64 and rounded to ``dtype`` (the model's floating dtype) at
     the end; the leaves are kept on the default device, so a repeated call transfers nothing.
@@ -95,23 +98,23 @@ def host_plan(key_bits: np.ndarray, plan, controls: tuple, dtype) -> list[jax.Ar
 
 
 @static_cache(64)
-def _structure(plan, controls: tuple, dtype: str):
+def _structure(plan: KernelPlan, controls: tuple, dtype: str):
     """The leaves' ``jax.ShapeDtypeStruct`` and the tree of ``(masks, plan_operators(...))``."""
     masks = jax.ShapeDtypeStruct((plan.n_coalitions, plan.n_features), jnp.bool_)
     return jax.tree_util.tree_flatten((masks, operator_shapes(plan, controls, jnp.dtype(dtype))))
 
 
-def plan_leaves(key: jax.Array, plan, controls: tuple = (), *, dtype=jnp.float32) -> tuple[jax.Array, ...]:
-    """The leaves of a concrete ``key``'s plan, to hand to the compiled program as arguments
-    (:func:`shared_plan` rebuilds the plan from them): no callback in the program, so JAX's
+def plan_leaves(key: jax.Array, plan: KernelPlan, controls: tuple = (), *, dtype=jnp.float32) -> tuple[jax.Array, ...]:
+    """The leaves of a concrete ``key``'s shared draw, to hand to the compiled program as arguments
+    (:func:`shared_plan` rebuilds the draw from them): no callback in the program, so JAX's
     persistent compilation cache can store it."""
     return tuple(host_plan(_key_bits(key), plan, tuple(controls), jnp.dtype(dtype)))
 
 
-def plan_leaves_soon(key: jax.Array, plan, controls: tuple = (), *, dtype=jnp.float32):
-    """:func:`plan_leaves`, started on a worker thread unless the plan is cached.
+def plan_leaves_soon(key: jax.Array, plan: KernelPlan, controls: tuple = (), *, dtype=jnp.float32):
+    """:func:`plan_leaves`, started on a worker thread unless the draw is cached.
 
-    Returns ``(leaves, None)`` for a cached plan, else ``(placeholders, future)``: NumPy zeros
+    Returns ``(leaves, None)`` for a cached draw, else ``(placeholders, future)``: NumPy zeros
     of the leaves' shapes and dtypes (enough to compile the program that takes them) and a
     :class:`concurrent.futures.Future` of the leaves. The caller compiles while the host works
     (:class:`jaxshap._engine._program.Deferred`); the two overlap on a multi-core CPU.
@@ -130,21 +133,21 @@ def plan_leaves_soon(key: jax.Array, plan, controls: tuple = (), *, dtype=jnp.fl
     return tuple(np.zeros(s.shape, s.dtype) for s in structs), future
 
 
-def shared_plan(key: jax.Array, plan, controls: tuple = (), *, dtype=jnp.float32, leaves=None):
-    """``(masks, ops)`` of one call: the coalitions of ``plan`` drawn from ``key`` and their
-    operators (as :func:`._kernel_solve.plan_operators` returns them), computed on the host.
+def shared_plan(key: jax.Array, plan: KernelPlan, controls: tuple = (), *, dtype=jnp.float32, leaves=None):
+    """``(masks, ops)``, the shared draw of one call: the coalitions of ``plan`` drawn from ``key``
+    and their operators (as :func:`._kernel_solve.plan_operators` returns them), computed on the host.
 
     The coalitions follow the plan's distribution (strata, pairs, weights) exactly as
-    :func:`jaxshap._coalitions._kernel_sampling.sample_coalitions`, from another random stream;
-    the operators are the same functions of the coalitions, computed in float64.
+    :func:`jaxshap.coalitions.sample_kernel_coalitions`, from another random stream; the
+    operators are the same functions of the coalitions, computed in float64.
 
     Args:
       key: a PRNG key (typed, or raw ``uint32`` bits), concrete or traced.
-      plan: the :class:`jaxshap._coalitions._kernel_sampling.KernelPlan`.
+      plan: the :class:`~jaxshap.coalitions.KernelPlan`.
       controls: ``((order, rho), ...)``, as for :func:`._kernel_solve.kernel_operator`.
       dtype: floating dtype of the operators.
-      leaves: the plan's leaves from :func:`plan_leaves` (program arguments), when the caller
-        had the key concretely; otherwise the plan is fetched from the program through
+      leaves: the draw's leaves from :func:`plan_leaves` (program arguments), when the caller
+        had the key concretely; otherwise the draw is fetched from the program through
         :func:`jax.pure_callback` (works for a traced key, but a program with a callback is not
         stored in the persistent compilation cache).
     """
@@ -157,3 +160,31 @@ def shared_plan(key: jax.Array, plan, controls: tuple = (), *, dtype=jnp.float32
 
         leaves = jax.pure_callback(callback, structs, _raw_bits(key), vmap_method="sequential")
     return jax.tree_util.tree_unflatten(treedef, list(leaves))
+
+
+@dataclasses.dataclass(frozen=True)
+class SharedCoalitions:
+    """The shared draws of one explainer configuration: the coalitions of ``plan`` and their operators, per key.
+
+    An explainer's one entry point to this module: :meth:`prefetch` starts a concrete key's
+    draw on the host before the program runs (on a worker thread while it compiles), and
+    :meth:`draw` gives the program ``(masks, ops)``, from those leaves or, for a traced key,
+    through a callback.
+
+    Attributes:
+      plan: the :class:`~jaxshap.coalitions.KernelPlan` whose coalitions are drawn.
+      controls: ``((order, rho), ...)``, the control variates of the operators.
+      dtype: floating dtype of the operators (the model's).
+    """
+
+    plan: KernelPlan
+    controls: tuple = ()
+    dtype: Any = np.dtype(np.float32)
+
+    def prefetch(self, key: jax.Array):
+        """``(leaves, None)`` for a cached draw, else ``(placeholders, future)`` (:func:`plan_leaves_soon`)."""
+        return plan_leaves_soon(key, self.plan, self.controls, dtype=self.dtype)
+
+    def draw(self, key: jax.Array, leaves=None):
+        """``(masks, ops)`` for ``key``, from :meth:`prefetch`'s leaves when given (:func:`shared_plan`)."""
+        return shared_plan(key, self.plan, self.controls, dtype=self.dtype, leaves=leaves)

@@ -9,7 +9,9 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import cho_factor, cho_solve
 
-from .._coalitions._kernel_sampling import KernelPlan, kernel_plan, sample_coalitions
+from .._coalitions._kernel_design import KernelPlan
+from .._coalitions._kernel_plan import kernel_plan
+from .._coalitions._kernel_sampling import sample_coalitions
 from ._control_variates import walsh_controls
 from ._kernel_solve import _safe_sqrt, apply_plan, plan_operators  # noqa: F401  (_safe_sqrt: used by _kernel_interactions)
 from ._precision import full_precision

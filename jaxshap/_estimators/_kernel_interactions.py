@@ -37,7 +37,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._coalitions._kernel_sampling import kernel_plan, max_coalitions, sample_coalitions
+from .._coalitions._kernel_layers import max_coalitions
+from .._coalitions._kernel_plan import kernel_plan
+from .._coalitions._kernel_sampling import sample_coalitions
 from .._core._validate import integer
 from ._interactions import dense_from_sets
 from ._kernel import _safe_sqrt, _weighted_fit

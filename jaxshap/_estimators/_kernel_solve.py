@@ -345,6 +345,6 @@ def apply_plan(ops, plan, values, v_empty, v_full):
 
 
 def _rows(plan):
-    from .._coalitions._kernel_sampling import plan_rows
+    from .._coalitions._kernel_design import plan_rows
 
     return plan_rows(plan)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable, Sequence
 
 import jax
@@ -10,15 +9,19 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._core._chunking import map_chunks
-from .._core._validate import DEFAULT_MEMORY_BUDGET
+from .._core._validate import DEFAULT_MEMORY_BUDGET, flag, integer, number
 from .._engine._explainer import Explainer
 from .._core._inputs import is_traced
 from .._engine._program import Deferred
 from .._estimators._kernel import kernel_shapley, third_order_ridge
-from .._estimators._host_plan import plan_leaves_soon, shared_plan
+from .._estimators._host_plan import SharedCoalitions
 from .._estimators._kernel_solve import apply_plan
-from .._coalitions._kernel_sampling import SAMPLERS, kernel_plan, min_coalitions
-from .._coalitions._kernel_sampling import max_coalitions as all_coalitions
+from .._coalitions._auto_sampler import Auto
+from .._coalitions._kernel_layers import max_coalitions as all_coalitions
+from .._coalitions._kernel_layers import min_coalitions
+from .._coalitions._kernel_plan import kernel_plan
+from .._coalitions._samplers import Sampler
+from ..maskers._base import SHAPLEY
 
 
 def default_coalitions(n_features: int) -> int:
@@ -26,51 +29,14 @@ def default_coalitions(n_features: int) -> int:
     return min(2 * n_features + 2048, all_coalitions(n_features))
 
 
-AUTO_CONTROLS_UNITS = 2
-"""``third_order="auto"`` turns the controls on once the plan samples (not enumerates) at least
-this many coalitions per feature (below that they barely help and their standard error loses
-coverage)."""
-
-
-AUTO_LEVERAGE_UNITS = 10
-"""``sampler="auto"`` samples by leverage once the controls are on and the budget is at least
-this many coalitions per feature. Measured with ``third_order`` on (3 seeds, 4 rows, squared
-error of paired over leverage): 1.36x to 1.67x on XGBoost games at M = 30, 60, 100 and
-0.89x to 1.75x (mean 1.24x) on MLP games at M = 12 to 16 at 10 M and 20 M coalitions; at
-2 M + 2 and 5 M the two were within noise (0.88x to 1.18x). With the third-order surrogate in
-the regression, the middle sizes that leverage sampling favours are where the surrogate's
-terms vary most."""
-
-
-AUTO_MIDDLE_TERMS = 1.5
-"""``sampler="auto"`` takes the ``"middle"`` design (most pairs at the sizes nearest ``M / 2``;
-:data:`jaxshap._coalitions._kernel_sampling.MIDDLE_SHARE`) while the controls are on and the
-budget is at most this many coalitions per third-order term (``1.5 C(M, 3)``: fewer sampled
-pairs than terms, so the surrogate interpolates the sample). Measured against the leverage or
-paired design it replaces (squared error, third-order controls on): 1.2x to 1.8x lower on MLP
-games at M = 12 to 16 at 5 M to 20 M coalitions (12 seeds), 1.2x to 1.9x on XGBoost games at
-M = 30 to 100 from 5 M coalitions to the default budget (6 seeds); near one pair per term the
-gain fades (1.0x to 1.1x) and past it the middle design loses (about 0.5x at 1.2 to 1.9 pairs
-per term)."""
-
-
-def auto_sampler(n_features: int, n_coalitions: int, controls: bool) -> str:
-    """The sampler of ``sampler="auto"``: with the third-order controls on, ``"middle"`` up to
-    :data:`AUTO_MIDDLE_TERMS` coalitions per third-order term, then ``"leverage"`` from
-    :data:`AUTO_LEVERAGE_UNITS` coalitions per feature; ``"paired"`` otherwise (plain KernelSHAP
-    keeps shap's sampling)."""
-    m = n_features
-    if not controls or m < 3:
-        return "paired"
-    if n_coalitions <= AUTO_MIDDLE_TERMS * math.comb(m, 3):
-        return "middle"
-    return "leverage" if n_coalitions >= AUTO_LEVERAGE_UNITS * m else "paired"
-
-
-def _check_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"`{name}` must be an integer; got {value!r} ({type(value).__name__}).")
-    return int(value)
+def _sampler_choice(sampler: Any) -> Sampler | Auto:
+    """``sampler=`` as a design or the rule that picks one: ``"auto"`` or an :class:`Auto` gives the
+    rule, a registered name or a :class:`Sampler` instance the design."""
+    if isinstance(sampler, Auto):
+        return sampler
+    if isinstance(sampler, str) and sampler == "auto":
+        return Auto()
+    return Sampler.resolve(sampler, others=("auto",))
 
 
 class KernelExplainer(Explainer):
@@ -103,11 +69,10 @@ class KernelExplainer(Explainer):
 
     The shared draw and its factorisation are made on the host, with NumPy in float64, and handed
     to the compiled program as arguments (through a callback inside a user's ``jax.jit``;
-    :mod:`jaxshap._estimators._host_plan`): compiling them would cost about a second per fresh
-    process, more than a one-off job's model evaluations. They are a pure function of the key
-    (eager, ``jax.jit`` and ``jax.vmap`` over keys agree), the last few are kept, so repeated
-    calls with one key skip them, and gradients flow through the values as before. The random
-    stream is NumPy's, seeded from the key's bits: the same distribution as
+    :mod:`jaxshap._estimators._host_plan`), so no process compiles the sampler or the
+    factorisations. They are a pure function of the key (eager, ``jax.jit`` and ``jax.vmap``
+    over keys agree), the last few are kept, so repeated calls with one key skip them, and
+    gradients flow through the values. The random stream is NumPy's, seeded from the key's bits: the same distribution as
     :func:`jaxshap.coalitions.sample_kernel_coalitions` (used for independent draws), not the
     same coalitions.
 
@@ -129,15 +94,17 @@ class KernelExplainer(Explainer):
         every row, ``max_j stderr_j / (max_j phi_j - min_j phi_j) < tolerance`` (Covert & Lee's
         convergence rule), or until ``max_coalitions`` per row are spent; it runs a Python loop
         over rounds and therefore needs concrete inputs (not inside ``jax.jit``).
-      sampler: ``"paired"`` (sizes in proportion to the kernel), ``"leverage"`` (uniform over
-        sizes, the leverage scores of the constrained regression; Musco & Witter, 2025),
-        ``"middle"`` (most pairs at the sizes nearest ``M / 2``, where the third-order controls
-        learn most; see :func:`jaxshap.coalitions.kernel_plan`) or ``"auto"`` (default,
-        :func:`auto_sampler`): with the third-order controls on, middle while the budget is at
-        most :data:`AUTO_MIDDLE_TERMS` coalitions per third-order term (1.2x to 1.9x lower
-        squared error there on MLP and XGBoost games), then leverage from
-        :data:`AUTO_LEVERAGE_UNITS` coalitions per feature (1.2x to 1.7x lower on average);
-        paired otherwise. The attribute ``sampler`` holds the choice.
+      sampler: the design that shares the sampled pairs among coalition sizes: a
+        :class:`jaxshap.coalitions.Sampler` (``Paired()``, ``Leverage()``, ``Middle(share=...)``
+        or a subclass of your own) or the name of a registered one (``"paired"``: sizes in
+        proportion to the kernel; ``"leverage"``: uniform over sizes, the leverage scores of the
+        constrained regression, Musco & Witter, 2025; ``"middle"``: most pairs at the sizes
+        nearest ``M / 2``, where the third-order controls learn most); or ``"auto"`` (default)
+        or a :class:`jaxshap.coalitions.Auto`, the rule that picks one: with the third-order
+        controls on, middle while the budget is at most ``Auto.middle_terms`` (1.5) coalitions
+        per third-order term, then leverage from ``Auto.leverage_units`` (10) coalitions per
+        feature; paired otherwise. The attribute ``sampler`` holds the choice: a name when a
+        name (or ``"auto"``) was given, else the instance.
       third_order: include every third-order Fourier (Walsh) interaction term in the regression
         as a ridge-penalised control variate (see :func:`jaxshap.estimators.kernel_solve`): the
         same evaluations and the same estimand (exact under full enumeration). Up to ``C(M, 3)``
@@ -147,7 +114,8 @@ class KernelExplainer(Explainer):
         (:func:`jaxshap._estimators._kernel.third_order_ridge`), so the surrogate's effective
         size follows the budget rather than ``M``. ``"auto"`` (default) turns it on when the
         plan samples at least ``2 M`` coalitions (below that the few sampled pairs cannot fit
-        it); ``True`` always. See ``bench/scenarios/kernel_accuracy.py`` for measured gains.
+        it; :attr:`jaxshap.coalitions.Auto.controls_units`); ``True`` always. See
+        ``bench/scenarios/kernel_accuracy.py`` for measured gains.
       shared_coalitions: one draw of coalitions (and one factorisation) for all rows of a
         call (default ``True``), or an independent draw per row (``False``).
       tolerance: the convergence threshold of ``"auto"`` (default 0.01).
@@ -169,7 +137,7 @@ class KernelExplainer(Explainer):
         background: Any,
         n_coalitions: int | str | None = None,
         *,
-        sampler: str = "auto",
+        sampler: str | Sampler | Auto = "auto",
         third_order: bool | str = "auto",
         shared_coalitions: bool = True,
         tolerance: float = 0.01,
@@ -178,17 +146,14 @@ class KernelExplainer(Explainer):
         memory_budget: int = DEFAULT_MEMORY_BUDGET,
         link: str = "identity",
     ):
-        if sampler not in SAMPLERS + ("auto",):
-            raise ValueError(f"`sampler` must be one of {SAMPLERS + ('auto',)}; got {sampler!r}.")
+        choice = _sampler_choice(sampler)
         if isinstance(n_coalitions, str) and n_coalitions != "auto":
             raise ValueError(f"`n_coalitions` must be an integer, None or 'auto'; got {n_coalitions!r}.")
         if n_coalitions is not None and n_coalitions != "auto":
-            n_coalitions = _check_int(n_coalitions, "n_coalitions")
-        if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not tolerance > 0:
-            raise ValueError(f"`tolerance` must be a positive number; got {tolerance!r}.")
-        self.tolerance = float(tolerance)
+            n_coalitions = integer(n_coalitions, "n_coalitions")
+        self.tolerance = number(tolerance, "tolerance", above=0.0, rule="a positive number")
         if max_coalitions is not None:
-            max_coalitions = _check_int(max_coalitions, "max_coalitions")
+            max_coalitions = integer(max_coalitions, "max_coalitions")
         super().__init__(
             model, background, feature_names=feature_names, memory_budget=memory_budget, link=link
         )
@@ -210,22 +175,20 @@ class KernelExplainer(Explainer):
             )
         self.max_coalitions = max_coalitions
         if third_order == "auto":
-            plan = kernel_plan(m, self.n_coalitions, "paired" if sampler == "auto" else sampler)
-            sampled = plan.n_coalitions - len(plan.enum_weights)
-            third_order = sampled >= AUTO_CONTROLS_UNITS * m
+            rule = choice if isinstance(choice, Auto) else Auto()
+            third_order = rule.wants_controls(m, self.n_coalitions, None if isinstance(choice, Auto) else choice)
         elif not isinstance(third_order, bool):
             raise ValueError(f"`third_order` must be True, False or 'auto'; got {third_order!r}.")
-        if sampler == "auto":
-            sampler = auto_sampler(m, self.n_coalitions, bool(third_order))
-        self.sampler = sampler
-        if not isinstance(shared_coalitions, bool):
-            raise ValueError(f"`shared_coalitions` must be True or False; got {shared_coalitions!r}.")
-        self.shared_coalitions = shared_coalitions
+        if isinstance(choice, Auto):
+            choice = choice.choose(m, self.n_coalitions, bool(third_order))
+        # a name (or "auto") stays a name; an instance stays the instance
+        self.sampler = choice.name if isinstance(sampler, str) else choice
+        self.shared_coalitions = flag(shared_coalitions, "shared_coalitions")
         self.third_order = bool(third_order) and m >= 3
         self.controls = ((3, third_order_ridge(m)),) if self.third_order else ()
 
     def _check_n_features(self, n_features: int) -> None:
-        if self.masker.attribution != "Shapley":  # the regression estimates Shapley values only
+        if self.masker.attribution != SHAPLEY:  # the regression estimates Shapley values only
             raise ValueError(
                 f"KernelExplainer computes Shapley values and has no {self.masker.attribution} form for a "
                 f"maskers.{type(self.masker).__name__} masker; use jaxshap.ExactExplainer or "
@@ -242,9 +205,7 @@ class KernelExplainer(Explainer):
         row: a row holds its coalition values, their paired responses and residuals, and its
         per-unit influence terms ``[C / 2, M, K]`` for the standard error. With independent
         draws each row also holds its masks, the design (with the ``C(M, 3)`` third-order columns
-        when on), its weighted copy and the Gram matrix with its factor. (Counting the shared
-        operator per row made the planner chunk the model calls one coalition at a time.) Past
-        as many third-order columns as coalitions the solve is in kernel form, whose matrices
+        when on), its weighted copy and the Gram matrix with its factor. Past as many third-order columns as coalitions the solve is in kernel form, whose matrices
         are rows x rows.
         """
         c, m, k = self._coalitions_per_row(), self.n_features, self.model.n_outputs
@@ -270,16 +231,16 @@ class KernelExplainer(Explainer):
         The coalitions depend only on the call's key, so every row (in every block, chunk and
         device) sees the same ones; the draw and the factorisation are made on the host
         (:meth:`_call_core` attaches them for a concrete key, else
-        :func:`jaxshap._estimators._host_plan.shared_plan` fetches them); each row then costs
+        :meth:`~jaxshap._estimators._host_plan.SharedCoalitions.draw` fetches them); each row then costs
         its model evaluations and two matrix products. ``shared_coalitions=False`` draws each
         row's own coalitions from ``fold_in(key, row)`` instead (the base class's path).
         """
         m = self.n_features
         if not self.shared_coalitions or m == 1:
             return super()._explain_keyed(X, key, index, rows_per_chunk, coalitions_per_chunk, n_valid)
-        plan = kernel_plan(m, self.n_coalitions, self.sampler)
-        leaves = getattr(self, "_shared_plan", None)
-        masks, ops = shared_plan(key, plan, self.controls, dtype=jnp.dtype(self.masker.dtype), leaves=leaves)
+        shared = self._shared_coalitions()
+        masks, ops = shared.draw(key, getattr(self, "_shared_draw", None))
+        plan = shared.plan
         every = jnp.concatenate([jnp.zeros((1, m), bool), jnp.ones((1, m), bool), masks], axis=0)
 
         def one_row(x):
@@ -292,25 +253,29 @@ class KernelExplainer(Explainer):
         return map_chunks(jax.vmap(one_row), X, rows_per_chunk, n_valid)
 
     def _call_core(self, X, key):
-        """The program's explainer, carrying the shared plan of a concrete ``key`` (drawn and
-        factorised on the host) as arrays; inside a user's ``jax.jit`` the program fetches the
-        plan itself (:func:`jaxshap._estimators._host_plan.shared_plan`). A plan that is not
+        """The program's explainer, carrying the shared draw of a concrete ``key`` (coalitions drawn
+        and factorised on the host) as arrays; inside a user's ``jax.jit`` the program fetches the
+        draw itself (:class:`jaxshap._estimators._host_plan.SharedCoalitions`). A draw that is not
         cached is computed on a worker thread while the program compiles
         (:class:`jaxshap._engine._program.Deferred`)."""
         core = self._core()
         if not (self.shared_coalitions and self.n_features > 1 and not is_traced(key) and not is_traced(X)):
             return core
-        plan = kernel_plan(self.n_features, self.n_coalitions, self.sampler)
-        leaves, future = plan_leaves_soon(key, plan, self.controls, dtype=jnp.dtype(self.masker.dtype))
-        core._shared_plan = leaves
+        leaves, future = self._shared_coalitions().prefetch(key)
+        core._shared_draw = leaves
         if future is None:
             return core
 
         def result():  # after the program is compiled with the placeholders
-            core._shared_plan = future.result()
+            core._shared_draw = future.result()
             return core
 
         return Deferred(core, result)
+
+    def _shared_coalitions(self) -> SharedCoalitions:
+        """The call's shared draw: the coalitions of this explainer's plan, and their operators."""
+        plan = kernel_plan(self.n_features, self.n_coalitions, self.sampler)
+        return SharedCoalitions(plan, self.controls, jnp.dtype(self.masker.dtype))
 
     def _run(self, X, key, offset, devices, bar, blocked):
         """Explain validated rows (see :meth:`jaxshap.Explainer._run`), in rounds when ``"auto"``.
