@@ -46,14 +46,11 @@ class PermutationExplainer(Explainer):
         walks themselves and cross-fitted between their two halves, whose Shapley values are
         zero (regression-adjusted Monte Carlo, Witter et al., 2025; see
         :mod:`jaxshap._estimators._permutation_controls`). Same walks, same estimand, lower
-        error: 1.2x, 1.6x, 1.9x and 2.5x lower squared error at 16, 32, 64 and 128 walks on an
-        MLP at M=20 (``python -m bench permutation``). The fit costs time of its own (about
-        0.7 ms per row at 32 walks and M=20 on a 2-core CPU), which pays when the model's
-        evaluations dominate: ``"auto"`` (default) turns it on for a host model (scikit-learn,
-        XGBoost, ...) or when one coalition's model work, its evaluations times the model's
-        activation bytes per row, is at least :data:`AUTO_MIN_BYTES` (measured at M=20, 100
-        background rows, 32 walks: with a 64-unit MLP the fit took 1.6x the time of the walks
-        alone, with 256 units or more it cost nothing measurable), provided ``n_permutations``
+        error (``python -m bench permutation`` measures how much). The fit costs time of its own,
+        which pays when the model's evaluations dominate: ``"auto"`` (default) turns it on for a
+        host model (scikit-learn, XGBoost, ...) or when one coalition's model work, its
+        evaluations times the model's activation bytes per row, is at least
+        :data:`AUTO_MIN_BYTES`, provided ``n_permutations``
         is a multiple of 4 of at least 8, ``M >= 3``, each half has at most
         :data:`~jaxshap._estimators._permutation_controls.MAX_FIT_POINTS` prefixes, and the
         masker asks for Shapley values (not a ``Partition``'s Owen values, which the surrogate
