@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Iterator, Sequence
 
 import jax
@@ -19,11 +20,12 @@ from .._engine._program import host_or_device
 from .._core._progress import ProgressBar, wants_progress
 from .._engine._rows import RowExplainer
 from .._core._sharding import row_mesh
-from .._engine._shap_api import ShapAPI
+from .._engine._shap_api import ShapAPI, interactions_as_values, shap_background
 from .._core._streaming import check_batch_size, is_array, total_rows
 from .._tree import _transforms
 from .._tree._ensemble import TreeEnsemble
 from .._tree._import import import_model
+from .._tree._shap_dict import SOURCE as SHAP_DICT
 from .._tree._interactions import explain_interactions
 from .._tree._interventional import interventional_tables_host, pair_shapley
 from .._tree._path_dependent import expected_value, path_shapley, path_tables_host
@@ -327,6 +329,7 @@ class TreeExplainer(ShapAPI):
         self._data_names = None
         self._background_rows = None
         if data is not None:
+            data = shap_background(data, "TreeExplainer")  # shap's 100 rows of a larger array or DataFrame
             bg, self._data_names = host_rows(data, "data", sparse_missing=self.ensemble.sparse_missing)
             self._check_n_features(bg, "data")
             if bg.shape[0] == 0:
@@ -373,11 +376,23 @@ class TreeExplainer(ShapAPI):
         )
 
     def _check_n_features(self, X: np.ndarray, name: str) -> None:
+        if X.shape[1] > self.n_features and self.ensemble.source == SHAP_DICT and self._background_rows is None:
+            self._widen(X.shape[1])  # a dict model names no width: features past its last split add nothing
         if X.shape[1] != self.n_features:
             raise ValueError(
                 f"`{name}` has {X.shape[1]} features but the model has {self.n_features}; "
                 f"pass rows with the same {self.n_features} columns, in the same order."
             )
+
+    def _widen(self, n_features: int) -> None:
+        """Take ``n_features`` columns (a model in shap's dictionary format, whose width is only
+        known from the rows): the trees are the same, the extra features get zero values."""
+        self.ensemble = dataclasses.replace(self.ensemble, n_features=n_features)
+        self.n_features = n_features
+        if getattr(self, "_builds", None):  # built already: build again at the new width
+            self._builds = {}
+            default = self._build(self.ensemble.default_rounds, False)
+            self._paths, self._background = default.paths, default.background
 
     def _rounds(self, tree_limit) -> int | None:
         if tree_limit is None:
@@ -509,11 +524,12 @@ class TreeExplainer(ShapAPI):
 
     @property
     def expected_value(self) -> Any:
-        """The base value: ``[K]`` (a scalar for a single output); ``None`` for ``log_loss``,
-        whose base value depends on each row's label (read it from ``base_values``)."""
-        if self._transform in ("logistic_nlogloss", "squared_loss"):
-            return None
+        """The base value: ``[K]`` (a scalar for a single output); for ``log_loss``, whose base
+        value depends on the label, a function of the label ``y`` (as shap's):
+        ``explainer.expected_value(y)`` is the mean loss over the background at label ``y``."""
         build = self._default
+        if self._transform in ("logistic_nlogloss", "squared_loss"):
+            return functools.partial(_label_base, self._transform, build.fb)
         if self._transform == "identity":
             base = build.base
         else:
@@ -552,9 +568,10 @@ class TreeExplainer(ShapAPI):
             with the path-dependent base value, to the raw output.
           check_additivity: check that the values plus the base values reproduce the model's own
             prediction of the explained output, and raise ``RuntimeError`` when they do not.
-          interactions: also compute ``interaction_values`` ``[n, M, M]`` (or ``[n, M, M, K]``):
-            SHAP interaction values (see :meth:`shap_interaction_values`); raw output, default
-            trees, exact values only.
+          interactions: return the SHAP interaction values (see
+            :meth:`shap_interaction_values`) as ``values`` ``[n, M, M]`` (or ``[n, M, M, K]``),
+            as shap does (also as ``interaction_values``); raw output, default trees, exact
+            values only.
           progress: progress bar on stderr (rows done, rate, time left); ``None`` (default): only
             when stderr is a terminal.
           devices: ``None`` (the default device, or, for a JAX array sharded along its rows over
@@ -615,6 +632,7 @@ class TreeExplainer(ShapAPI):
             self._check_interactions(tree_limit, approximate)
             inter = explain_interactions(self, rows)  # the raw output: rows are the codes
             expl.interaction_values = inter[..., 0] if single else inter
+            expl = interactions_as_values(expl)
         return expl
 
     def explain_batches(
@@ -752,6 +770,14 @@ class TreeExplainer(ShapAPI):
 
 STREAM_BATCH_ROWS = 65536
 """Default rows per batch of :meth:`TreeExplainer.explain_batches` on an array."""
+
+
+def _label_base(transform: str, fb: np.ndarray, y: Any) -> Any:
+    """The mean over the background margins ``fb`` of the loss at label ``y`` (a scalar for one
+    output), in float64."""
+    with jax.enable_x64(True):
+        base = np.asarray(_transforms.apply(transform, jnp.asarray(fb, jnp.float64), float(y))).mean(0)
+    return base[0] if base.size == 1 else base
 
 
 def _row_sharding(X: Any) -> NamedSharding | None:

@@ -6,13 +6,16 @@ The model libraries stay optional: nothing is imported until a model of theirs i
 from __future__ import annotations
 
 from ._ensemble import TreeEnsemble
+from ._shap_dict import is_shap_dict, load_shap_dict
 
 SUPPORTED = (
     "XGBoost: Booster, XGBRegressor, XGBClassifier (and other xgboost.sklearn tree models); "
     "LightGBM: Booster, LGBMRegressor, LGBMClassifier; "
     "scikit-learn: DecisionTree/ExtraTree Regressor/Classifier, RandomForest Regressor/Classifier, "
     "ExtraTrees Regressor/Classifier, GradientBoosting Regressor/Classifier, "
-    "HistGradientBoosting Regressor/Classifier, IsolationForest"
+    "HistGradientBoosting Regressor/Classifier, IsolationForest; "
+    "shap's dictionary format ({'trees': [{'children_left', 'children_right', 'children_default', "
+    "'features', 'thresholds', 'values', 'node_sample_weight'}, ...]})"
 )
 
 _SKLEARN = {
@@ -31,6 +34,8 @@ def import_model(model) -> TreeEnsemble:
     """
     if isinstance(model, TreeEnsemble):
         return model
+    if is_shap_dict(model):
+        return load_shap_dict(model)
     cls = type(model)
     module = cls.__module__ or ""
     root = module.split(".")[0]
