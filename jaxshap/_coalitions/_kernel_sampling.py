@@ -147,14 +147,15 @@ class Pooled:
         """Weight of each member of a pair drawn from each layer: ``a k(M, s) (N_L / 2) / (n p_L)``."""
         share = 2 * self.n_pairs / (2 * self.n_pairs + self.extra)
         return np.array(
-            [share * kernel_weight(m, s) * _layer_count(m, s) / 2 / (self.n_pairs * p) if self.n_pairs else 0.0
+            # k(M, s) N_L is the layer's kernel mass, the binomials cancelled (C(M, s) overflows a float)
+            [share * _layer_mass(m, s, 2 * s == m, "paired") / 2 / (self.n_pairs * p) if self.n_pairs else 0.0
              for s, p in zip(self.sizes, self.probs)]
         )
 
     def single_weights(self, m: int) -> np.ndarray:
         """Weight of the odd single coalition drawn from each layer: ``(1 - a) k(M, s) N_L / p_L``."""
         share = self.extra / (2 * self.n_pairs + self.extra)
-        return np.array([share * kernel_weight(m, s) * _layer_count(m, s) / p for s, p in zip(self.sizes, self.probs)])
+        return np.array([share * _layer_mass(m, s, 2 * s == m, "paired") / p for s, p in zip(self.sizes, self.probs)])
 
 
 def _layer_count(m: int, s: int) -> int:
@@ -349,7 +350,7 @@ def kernel_plan(n_features: int, n_coalitions: int, sampler: str = "paired") -> 
             groups[collapsed] = (n_g + st.n_draws, pop + st.population)
             unit_group += [collapsed] * st.n_draws
     counts = np.array([g[0] for g in groups], dtype=float)
-    pops = np.array([max(g[1], 1) for g in groups], dtype=float)
+    pops = np.array([max(g[1], 1) if g[1] < 2**1023 else math.inf for g in groups], dtype=float)  # C(M, s) may pass float range
     factor = np.where(counts >= 2, counts * (1 - counts / pops) / np.maximum(counts - 1, 1), 0.0)
     unit_arr = np.concatenate(unit)
     assert unit_arr.shape[0] == budget, (unit_arr.shape, budget)
@@ -527,9 +528,10 @@ def _layout(plan: KernelPlan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         draws = i * n + np.arange(st.n_draws)
         index += [draws, draws[: st.n_pairs]]
         flip += [np.zeros(st.n_draws, bool), np.ones(st.n_pairs, bool)]
-        k = kernel_weight(m, st.size)  # k(M, s) == k(M, M - s)
+        # k(M, s) times the population, the binomial cancelled (the middle layer's sets are half of C(M, s))
+        mass = _layer_mass(m, st.size, True, "paired") * (0.5 if st.middle else 1.0)
         # Inclusion probabilities: draws n_draws / pop, complements n_pairs / pop.
-        weight += [np.full(st.n_draws, k * st.population / st.n_draws), np.full(st.n_pairs, k * st.population / st.n_pairs)]
+        weight += [np.full(st.n_draws, mass / st.n_draws), np.full(st.n_pairs, mass / st.n_pairs)]
     return np.concatenate(index), np.concatenate(flip), np.concatenate(weight)
 
 

@@ -60,6 +60,7 @@ def test_Basic_SHAP_Interaction_Value_Example_in_XGBoost_1():
 
 
 # --- Census income classification with LightGBM.ipynb -------------------------------------------------
+@pytest.mark.xfail(strict=True, reason="point 2 (the Explanation helper's): shap.force_plot(expected_value, shap_values.values[0, :], X.iloc[0, :]) raises 'visualize() can only display Explanation objects' on JAX arrays")
 def test_Census_income_classification_with_LightGBM_1():
     """notebooks/tabular_examples/tree_based_models/Census income classification with
     LightGBM.ipynb: ``shap.TreeExplainer(model)(X)`` on ``lgb.train`` (binary), then
