@@ -25,7 +25,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from .._core._inputs import as_key
+from .._core._inputs import as_key, is_traced
 from .._core._model import is_host_model, local_x64
 from .._result._explanation import Explanation
 from ..maskers._independent import shap_sample_rows
@@ -179,6 +179,14 @@ def precision(explainer: Any) -> Any:
     """The context an explainer computes in: ``jax.enable_x64`` for a host model given float64
     rows (see :func:`host_float64`), else nothing."""
     return local_x64() if getattr(explainer, "x64_", False) else contextlib.nullcontext()
+
+
+def as_host64(explainer: Any, expl: Any) -> Any:
+    """A float64 result of a host model (see :func:`host_float64`) with NumPy arrays: JAX arrays
+    of float64 outside JAX's x64 mode would be cut to float32 by the next JAX operation."""
+    if not getattr(explainer, "x64_", False):
+        return expl
+    return jax.tree_util.tree_map(lambda a: np.asarray(a) if isinstance(a, jax.Array) and not is_traced(a) else a, expl)
 
 
 def _shap_init(init: Any) -> Any:
@@ -336,7 +344,7 @@ class ShapAPI:
         if explainer is not self:
             return explainer(X, key, **kwargs)
         with precision(self):
-            return super().__call__(X, key, **kwargs)
+            return as_host64(self, super().__call__(X, key, **kwargs))
 
     def explain_batches(self, *args: Any, **kwargs: Any) -> Any:
         """The explainer's :meth:`explain_batches`, each batch computed in its precision."""
@@ -344,7 +352,7 @@ class ShapAPI:
         while True:
             with precision(self):
                 try:
-                    out = next(batches)
+                    out = as_host64(self, next(batches))
                 except StopIteration:
                     return
             yield out
