@@ -3,13 +3,15 @@
 Public API (everything else is private):
 
 * Explainers: :class:`Explainer` (picks one as ``shap.Explainer`` does), :class:`ExactExplainer`,
-  :class:`PermutationExplainer`, :class:`KernelExplainer`, :class:`LinearExplainer`,
-  :class:`TreeExplainer`; for differentiable models :class:`GradientExplainer` (expected
+  :class:`PermutationExplainer`, :class:`PartitionExplainer`, :class:`KernelExplainer`,
+  :class:`LinearExplainer`, :class:`TreeExplainer` (also as shap spells them:
+  :mod:`jaxshap.explainers`); for differentiable models :class:`GradientExplainer` (expected
   gradients), :func:`integrated_gradients` and :class:`AmortizedExplainer` (FastSHAP).
 * Result: :class:`Explanation`.
 * Interactions and effects: :func:`partial_dependence` (:class:`PartialDependence`),
   :func:`h_statistic` (:class:`HStatistics`), :func:`functional_anova` (:class:`FunctionalANOVA`).
 * Runtime: :func:`enable_compilation_cache` (JAX's persistent compilation cache, one switch).
+* Data: :func:`sample` (shap's ``shap.sample``: the same background rows).
 * Submodules: :mod:`jaxshap.maskers` (value functions), :mod:`jaxshap.estimators` (estimator
   kernels on any value function), :mod:`jaxshap.coalitions` (masks, weights, sampling),
   :mod:`jaxshap.datasets` (data shipped with the package), :mod:`jaxshap.plots` (shap's plots
@@ -17,7 +19,7 @@ Public API (everything else is private):
   model format to ``TreeExplainer``).
 """
 
-from . import coalitions, datasets, estimators, maskers, plots, trees
+from . import coalitions, datasets, estimators, explainers, maskers, plots, trees
 from ._explainers._amortized import AmortizedExplainer
 from ._platform._cache import enable_compilation_cache
 from ._core._validate import DEFAULT_MEMORY_BUDGET
@@ -30,6 +32,8 @@ from ._effects._hstats import HStatistics, h_statistic
 from ._explainers._kernel import KernelExplainer
 from ._explainers._linear import LinearExplainer
 from ._effects._partial_dependence import PartialDependence, partial_dependence
+from ._explainers._partition import PartitionExplainer
+from .maskers._independent import sample
 from ._explainers._permutation import PermutationExplainer
 from ._explainers._tree import TreeExplainer
 
@@ -47,17 +51,20 @@ __all__ = [
     "KernelExplainer",
     "LinearExplainer",
     "PartialDependence",
+    "PartitionExplainer",
     "PermutationExplainer",
     "TreeExplainer",
     "coalitions",
     "datasets",
     "enable_compilation_cache",
     "estimators",
+    "explainers",
     "functional_anova",
     "h_statistic",
     "integrated_gradients",
     "maskers",
     "partial_dependence",
     "plots",
+    "sample",
     "trees",
 ]

@@ -246,8 +246,13 @@ def test_exact_explainer_interactions_match_the_oracle(index):
     explainer = jaxshap.ExactExplainer(model, background, index=index)
     expl = explainer(X, interactions=True)
     plain = jaxshap.ExactExplainer(model, background)(X)
-    np.testing.assert_allclose(expl.values, plain.values, atol=1e-6)
     assert expl.interaction_values.shape == (3, m, m)
+    # shap's contract for interactions=True: the values are the [n, M, M] interaction values
+    np.testing.assert_array_equal(np.asarray(expl.values), np.asarray(expl.interaction_values))
+    if index is not None:  # index given, interactions not asked for: Shapley values beside them
+        beside = explainer(X)
+        np.testing.assert_allclose(beside.values, plain.values, atol=1e-6)
+        np.testing.assert_allclose(beside.interaction_values, expl.interaction_values, atol=1e-6)
     f = lambda Z: np.asarray(model(jnp.asarray(Z, jnp.float32)), np.float64)
     for r, x in enumerate(X):
         v = interventional_game(f, x, background)
@@ -261,7 +266,7 @@ def test_exact_explainer_interactions_match_the_oracle(index):
                 want[i, j] = want[j, i] = terms[(i, j)] / 2
         np.testing.assert_allclose(expl.interaction_values[r], want, rtol=1e-4, atol=2e-5)
     if index in (None, "k-SII", "FSII"):
-        np.testing.assert_allclose(np.asarray(expl.interaction_values).sum(-1), expl.values, atol=2e-5)
+        np.testing.assert_allclose(np.asarray(expl.interaction_values).sum(-1), plain.values, atol=2e-5)
 
 
 def test_exact_explainer_interactions_equal_shaps_exact_interactions_2():
@@ -445,7 +450,8 @@ def test_tree_path_dependent_interactions_equal_shap(kind):
     assert ours.shape == theirs.shape
     np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=2e-5 * max(1.0, np.abs(theirs).max()))
     expl = explainer(rows, interactions=True)
-    np.testing.assert_allclose(np.asarray(expl.interaction_values).sum(2), expl.values, atol=2e-5)
+    np.testing.assert_array_equal(np.asarray(expl.values), np.asarray(expl.interaction_values))  # as shap
+    np.testing.assert_allclose(np.asarray(expl.interaction_values).sum(2), explainer(rows).values, atol=2e-5)
     np.testing.assert_allclose(expl.interaction_values, np.swapaxes(np.asarray(expl.interaction_values), 1, 2), atol=1e-6)
 
 
@@ -492,7 +498,7 @@ def test_tree_interventional_interactions_equal_exact_explainer(kind):
     margin = _margin(model, kind)
     exact = jaxshap.ExactExplainer(lambda Z: np.asarray(margin(Z), np.float32), bg, index="k-SII")(rows)
     np.testing.assert_allclose(ours.interaction_values, exact.interaction_values, rtol=1e-4, atol=2e-5)
-    np.testing.assert_allclose(np.asarray(ours.interaction_values).sum(2), ours.values, atol=2e-5)
+    np.testing.assert_allclose(np.asarray(ours.interaction_values).sum(2), jaxshap.TreeExplainer(model, bg)(rows).values, atol=2e-5)
 
 
 @pytest.mark.parametrize("background", [False, True])

@@ -124,7 +124,9 @@ def test_auto_explainer_picks_as_shap_and_matches_its_values():
     with pytest.warns(UserWarning, match="keeping a random sample of 100"):
         ours = jaxshap.Explainer(regress, big)
     kept = shap.Explainer(regress, big).masker.data  # shap's 100 rows: the oracle's background
-    np.testing.assert_array_equal(np.asarray(ours.masker.data), kept.astype(np.float32))
+    # the same rows, in the dtype shap gives them to a NumPy model (float64 here)
+    assert np.asarray(ours.masker.data).dtype == np.float64
+    np.testing.assert_array_equal(np.asarray(ours.masker.data), kept)
     np.testing.assert_allclose(np.asarray(ours(X[:2]).values), interventional_shapley(regress, X[:2], kept), atol=2e-5)
     assert "Partition" in repr(jaxshap.Explainer(regress, jaxshap.maskers.Partition(BG)))
     kernel = jaxshap.Explainer(regress, BG, algorithm="kernel")
@@ -196,7 +198,12 @@ def test_independent_keeps_shaps_100_rows_with_a_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert jaxshap.maskers.Independent(big, max_samples=None).data.shape == (130, M)
-        assert jaxshap.ExactExplainer(regress, big).masker.data.shape == (130, M)  # an array: every row, as before
+        every = jaxshap.ExactExplainer(regress, jaxshap.maskers.Independent(big, max_samples=None))
+        assert every.masker.data.shape == (130, M)  # how to keep every row
+    # an array given to ExactExplainer: shap's 100 rows, as shap's ExactExplainer (issue 28)
+    with pytest.warns(UserWarning, match="keeping a random sample of 100"):
+        exact = jaxshap.ExactExplainer(regress, big)
+    np.testing.assert_array_equal(np.asarray(exact.masker.data), shap.maskers.Independent(big).data)
 
 
 def test_weighted_backgrounds_kmeans_and_mean_dict():
@@ -283,13 +290,15 @@ def test_dataframe_columns_are_matched_by_name():
     shuffled = ex(x[["bp", "age", "s1", "bmi"]])
     np.testing.assert_array_equal(np.asarray(shuffled.values), np.asarray(straight.values))
     assert shuffled.feature_names == cols
-    np.testing.assert_array_equal(np.asarray(ex.shap_values(x[cols[::-1]])), np.asarray(straight.values))
+    # float64 here (a NumPy model given float64 rows): equal up to the summation order of another batch shape
+    np.testing.assert_allclose(np.asarray(ex.shap_values(x[cols[::-1]])), np.asarray(straight.values), rtol=1e-12, atol=1e-15)
     with pytest.raises(ValueError, match=r"missing \['s1'\].*not in the background \['sex'\]"):
         ex(x.rename(columns={"s1": "sex"}))
     with pytest.raises(ValueError, match=r"not in the background \['extra'\]"):
         ex(x.assign(extra=1.0))
     streamed = list(ex.explain_batches(x[cols[::-1]], batch_size=2))  # the last batch is padded
-    np.testing.assert_array_equal(np.concatenate([np.asarray(b.values) for b in streamed]), np.asarray(straight.values))
+    np.testing.assert_allclose(np.concatenate([np.asarray(b.values) for b in streamed]), np.asarray(straight.values),
+                               rtol=1e-12, atol=1e-15)
     lin = jaxshap.LinearExplainer((np.arange(1.0, 5.0), 0.5), bg)
     np.testing.assert_allclose(np.asarray(lin(x[cols[::-1]]).values), np.asarray(lin(x).values))
 

@@ -34,6 +34,12 @@ def shapley_kernel(n_features: int, size: int) -> float:
     return (m - 1) / (math.comb(m, size) * size * (m - size))
 
 
+def shapley_kernel_mass(n_features: int, size: int) -> float:
+    """``C(M, s) k(M, s) = (M - 1) / (s (M - s))``: the kernel summed over the coalitions of size ``s``,
+    with the binomials cancelled (``C(M, s)`` passes float range beyond about a thousand features)."""
+    return (n_features - 1) / (size * (n_features - size))
+
+
 def shapley_kernels(n_features: int) -> np.ndarray:
     """``[k(M, 0), ..., k(M, M)]`` in float64, with zeros at the empty and the full coalition."""
     out = np.zeros(n_features + 1)

@@ -16,8 +16,7 @@ import math
 
 import numpy as np
 
-from ._combinatorics import shapley_kernel
-from ._kernel_layers import layer_count
+from ._combinatorics import shapley_kernel_mass
 from ._static_cache import static_cache
 
 
@@ -65,14 +64,20 @@ class Pooled:
         """Weight of each member of a pair drawn from each layer: ``a k(M, s) (N_L / 2) / (n p_L)``."""
         share = 2 * self.n_pairs / (2 * self.n_pairs + self.extra)
         return np.array(
-            [share * shapley_kernel(m, s) * layer_count(m, s) / 2 / (self.n_pairs * p) if self.n_pairs else 0.0
+            [share * _layer_mass(m, s) / 2 / (self.n_pairs * p) if self.n_pairs else 0.0
              for s, p in zip(self.sizes, self.probs)]
         )
 
     def single_weights(self, m: int) -> np.ndarray:
         """Weight of the odd single coalition drawn from each layer: ``(1 - a) k(M, s) N_L / p_L``."""
         share = self.extra / (2 * self.n_pairs + self.extra)
-        return np.array([share * shapley_kernel(m, s) * layer_count(m, s) / p for s, p in zip(self.sizes, self.probs)])
+        return np.array([share * _layer_mass(m, s) / p for s, p in zip(self.sizes, self.probs)])
+
+
+def _layer_mass(m: int, s: int) -> float:
+    """``k(M, s) N_L``, the kernel summed over layer ``L`` (sizes ``s`` and ``M - s``; one size when
+    ``2 s = M``), computed without the binomials so it stays finite for thousands of features."""
+    return shapley_kernel_mass(m, s) * (1 if 2 * s == m else 2)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -135,8 +140,9 @@ def draw_layout(plan: KernelPlan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         draws = i * n + np.arange(st.n_draws)
         index += [draws, draws[: st.n_pairs]]
         flip += [np.zeros(st.n_draws, bool), np.ones(st.n_pairs, bool)]
-        k = shapley_kernel(m, st.size)  # k(M, s) == k(M, M - s)
-        weight += [np.full(st.n_draws, k * st.population / st.n_draws), np.full(st.n_pairs, k * st.population / st.n_pairs)]
+        # k(M, s) times the population, the binomial cancelled (the middle layer's sets are half of C(M, s))
+        mass = shapley_kernel_mass(m, st.size) * (0.5 if st.middle else 1.0)
+        weight += [np.full(st.n_draws, mass / st.n_draws), np.full(st.n_pairs, mass / st.n_pairs)]
     return np.concatenate(index), np.concatenate(flip), np.concatenate(weight)
 
 

@@ -19,6 +19,7 @@ the number of coalitions per stratum is fixed by the plan.
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 
@@ -130,7 +131,7 @@ def _variance_layout(strata: tuple[Stratum, ...], n_enumerated: int, budget: int
             groups[collapsed] = (n_g + st.n_draws, pop + st.population)
             unit_group += [collapsed] * st.n_draws
     counts = np.array([g[0] for g in groups], dtype=float)
-    pops = np.array([max(g[1], 1) for g in groups], dtype=float)
+    pops = np.array([max(g[1], 1) if g[1] < 2**1023 else math.inf for g in groups], dtype=float)  # C(M, s) may pass float range
     factor = np.where(counts >= 2, counts * (1 - counts / pops) / np.maximum(counts - 1, 1), 0.0)
     unit_arr = np.concatenate(unit)
     assert unit_arr.shape[0] == budget, (unit_arr.shape, budget)

@@ -36,6 +36,18 @@ def float_dtype(x: Any) -> np.dtype:
     return jax.dtypes.canonicalize_dtype(jnp.float_)
 
 
+def object_numbers(x: np.ndarray) -> np.ndarray:
+    """An object array of numbers and ``None`` (missing, as shap reads it) as float64 with NaN;
+    any other array as it is (an object array holding anything else is left for the caller to
+    refuse)."""
+    if x.dtype != object:
+        return x
+    try:
+        return np.asarray(x, dtype=np.float64)  # None becomes NaN
+    except (TypeError, ValueError):
+        return x
+
+
 def is_sparse(x: Any) -> bool:
     """True for a ``scipy.sparse`` matrix or array (duck-typed: no scipy import)."""
     return hasattr(x, "tocsr") and hasattr(x, "toarray") and hasattr(x, "nnz")
@@ -88,6 +100,8 @@ def as_matrix(x: Any, name: str, *, dtype: Any = None) -> jax.Array:
             x = np.asarray(x)
         except Exception as err:  # pragma: no cover - depends on the object
             raise TypeError(f"`{name}` must be an array-like of numbers; got {type(x).__name__}.") from err
+    if isinstance(x, np.ndarray):
+        x = object_numbers(x)
     if jnp.issubdtype(x.dtype, jnp.complexfloating):
         raise TypeError(
             f"`{name}` holds complex numbers (dtype {x.dtype}); Shapley values need real features. Pass "
@@ -339,7 +353,10 @@ def as_key(key: Any) -> jax.Array:
     if key is None:
         return seed_key(0)
     if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):
-        return seed_key(int(key))
+        bits = 64 if jax.config.jax_enable_x64 else 32  # JAX keeps this many bits of a seed
+        return seed_key(integer(key, "key", least=-(2 ** (bits - 1)), most=2**bits - 1, rule=(
+            f"a JAX PRNG key such as jax.random.key(0), or an int seed in [-2**{bits - 1}, 2**{bits}) (JAX keeps "
+            f"{bits} bits of a seed{'' if bits == 64 else ' without x64'}, so larger ones would collide)")))
     dtype = getattr(key, "dtype", None)
     if dtype is not None and isinstance(key, (jax.Array, np.ndarray)):
         if jnp.issubdtype(dtype, jax.dtypes.prng_key) and np.ndim(key) == 0:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import contextvars
 import threading
 from typing import Any, Callable, Iterator
 
@@ -84,8 +85,30 @@ def _jax_fn(model: Callable, n_features: int, single: bool, dtype: Any) -> Calla
     return fn
 
 
+_LOCAL_X64 = contextvars.ContextVar("jaxshap_local_x64", default=False)
+
+
+@contextlib.contextmanager
+def local_x64() -> Iterator[None]:
+    """``jax.enable_x64(True)`` for this thread, marked so that host models know it is local.
+
+    JAX checks a host callback's outputs in the thread that runs it, where a thread-local x64
+    setting does not hold; so under this context a host model hands back float32 outputs,
+    widened to float64 in the program (its inputs, the rows, keep all their float64 digits).
+    """
+    token = _LOCAL_X64.set(True)
+    try:
+        with jax.enable_x64(True):
+            yield
+    finally:
+        _LOCAL_X64.reset(token)
+
+
 def _host_fn(model: Callable, n_features: int, k: int, dtype: Any, single: bool) -> Callable:
     tail = () if single else (k,)
+    wide = np.dtype(dtype)
+    if wide == np.float64 and _LOCAL_X64.get():
+        dtype = np.float32  # handed back narrow, widened in the program (see local_x64)
 
     def host_call(x: np.ndarray) -> np.ndarray:
         try:
@@ -109,7 +132,7 @@ def _host_fn(model: Callable, n_features: int, k: int, dtype: Any, single: bool)
 
     def fn(x):
         shape = jax.ShapeDtypeStruct(x.shape[:-1] + (k,), dtype)
-        return jax.pure_callback(host_call, shape, x, vmap_method="expand_dims")
+        return jax.pure_callback(host_call, shape, x, vmap_method="expand_dims").astype(wide)
 
     return fn
 
@@ -228,6 +251,15 @@ def _probe(dynamic: tuple, spec: tuple, n_features: int, dtype: Any, probe_rows:
     if len(_PROBES) > _PROBE_CACHE_SIZE:
         _PROBES.popitem(last=False)
     return result
+
+
+def is_host_model(model: Any, n_features: int) -> bool:
+    """Whether ``model`` is evaluated on the host (a NumPy callable that JAX cannot trace): the
+    same test :func:`wrap_model` makes, from the same memoised probe."""
+    if not callable(model):
+        return False
+    dynamic, spec = split(model)
+    return isinstance(_probe(dynamic, spec, n_features, np.float32), Exception)
 
 
 def wrap_model(model: Callable, n_features: int, dtype: Any, probe: np.ndarray | jax.Array) -> Model:

@@ -52,7 +52,7 @@ from .._core._inputs import align_columns, as_matrix, check_finite_rows, check_n
 from .._core._inputs import resolve_feature_names
 from .._core._links import check_link_outputs, link_function, resolve_link
 from .._core._model import model_errors, wrap_model
-from ._shap_api import ShapAPI
+from ._shap_api import SHAP_BACKGROUND_ROWS, ShapAPI, is_rows, precision, warn_large_background
 from ._program import host_or_device
 from ._rows import RowExplainer
 from .._core._streaming import as_rows  # noqa: F401  (re-exported for code that imported it from here)
@@ -71,8 +71,9 @@ def drop_output_axis(tree: Any) -> Any:
     return host_or_device(lambda a: a[..., 0], _drop_output_axis, tree)
 
 
-def as_masker(masker: Any) -> Any:
-    """A masker as given, or ``Independent(masker)`` for a background array or DataFrame.
+def as_masker(masker: Any, max_samples: int | None = None, who: str = "explainer") -> Any:
+    """A masker as given, or ``Independent(masker, max_samples)`` for a background array or
+    DataFrame (``max_samples=None`` keeps every row, with shap's advice above 100 rows).
 
     Raises:
       TypeError: for an object with ``coalition_values`` that does not subclass
@@ -91,7 +92,14 @@ def as_masker(masker: Any) -> Any:
             "`background` is required: pass background rows [B, M] (for example 100 training rows) "
             "or a masker such as jaxshap.maskers.Independent(data)."
         )
-    return Independent(masker, max_samples=None)
+    if callable(masker) and not hasattr(masker, "shape"):
+        raise TypeError(
+            f"{who} got a function as its masker; shap's function maskers (masker(mask, x) -> rows) are taken by "
+            "jaxshap.Explainer(model, masker), which learns the number of features from the rows it explains."
+        )
+    if max_samples is None and is_rows(masker):
+        warn_large_background(int(masker.shape[0]), who)
+    return Independent(masker, max_samples=max_samples)
 
 
 class Explainer(ShapAPI, RowExplainer):
@@ -101,7 +109,10 @@ class Explainer(ShapAPI, RowExplainer):
       model: callable ``[n, M] -> [n]`` or ``[n, K]``; JAX-traceable, or a plain NumPy callable
         such as a scikit-learn ``predict`` (evaluated on the host, in batches).
       background: background rows ``[B, M]`` (array or DataFrame), used through
-        :class:`jaxshap.maskers.Independent`, or a masker.
+        ``jaxshap.maskers.Independent(background, max_samples=background_rows)``: the
+        class's ``background_rows`` is shap's for the class of that name (100 rows, shap's
+        sample, for Exact and Permutation; every row for Kernel); or a masker
+        (``maskers.Independent(data, max_samples=None)`` keeps every row).
       feature_names: optional names of the ``M`` features; by default the columns of a
         DataFrame background or of the explained rows, else ``Feature j``.
       memory_budget: bytes of working memory that one chunk of model evaluations may use
@@ -121,6 +132,13 @@ class Explainer(ShapAPI, RowExplainer):
         grads.model.leaves                                             # d loss / d params
     """
 
+    background_rows: int | None = SHAP_BACKGROUND_ROWS
+    """Rows of a background array or DataFrame kept (``None``: all), as shap's class of that name."""
+
+    keeps_host_dtype = True
+    """A host (NumPy) model given float64 rows gets them in float64: the explainer computes in
+    float64 (``jax.enable_x64``) then (see :func:`jaxshap._engine._shap_api.host_float64`)."""
+
     def __init__(
         self,
         model: Callable,
@@ -131,7 +149,7 @@ class Explainer(ShapAPI, RowExplainer):
         link: Any = "identity",
     ):
         self.link = resolve_link(link)
-        self.masker = as_masker(background)
+        self.masker = as_masker(background, self.background_rows, type(self).__name__)
         self.memory_budget = check_memory_budget(memory_budget)
         self.n_features = self.masker.n_features
         self._check_n_features(self.n_features)
@@ -159,7 +177,7 @@ class Explainer(ShapAPI, RowExplainer):
         single-output model, else ``[K]``, as shap's ``explainer.expected_value``."""
         if getattr(self, "expected_value_cache_", None) is None:
             empty = jnp.zeros((1, self.n_features), bool)
-            with model_errors():
+            with model_errors(), precision(self):
                 v = self.masker.coalition_values(self.model.fn, jnp.asarray(self.masker.probe_rows[0]), empty)
                 v = np.asarray(link_function(self.link)(v))[0]
             self.expected_value_cache_ = v[0] if self.model.single_output else v

@@ -255,7 +255,7 @@ class RowExplainer:
             batches = self._align(batches)
         bar = ProgressBar(total_rows(batches)) if show else None
         if batch_size is None and is_array(batches):
-            n = int(batches.shape[0])
+            n = max(int(batches.shape[0]), 1)  # planned for one row: an empty array yields no batch
             rows, _ = self._plan(n)
             batch_size = plan_blocks(n, rows, self._evals_per_row())
         offset = 0

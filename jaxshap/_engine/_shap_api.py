@@ -1,17 +1,46 @@
-"""The calls shap users write on an explainer: ``shap_values``, ``expected_value``, ``save``, ``load``.
+"""The calls shap users write on an explainer: ``shap_values``, ``save`` and ``load``, and
+shap's spellings of the constructors' and calls' arguments.
 
 Every explainer (model-agnostic, linear, tree) mixes this in; each defines ``__call__`` (which
-returns an :class:`~jaxshap.Explanation`) and ``expected_value``, which reads as NumPy here.
+returns an :class:`~jaxshap.Explanation`) and ``expected_value``, which reads as NumPy here. What
+shap users write and
+jaxshap spells otherwise is translated here, once for every explainer (see
+:meth:`ShapAPI.__init_subclass__` and :func:`shap_call_options`):
+
+* ``data=`` or ``masker=`` for the background (the second argument, whatever its name);
+* ``seed=`` (the default key of every call) and ``output_names=`` (the outputs' names);
+* ``feature_perturbation=None``: the default;
+* on calls, ``max_evals=`` (shap's evaluation budget; see :func:`budget_changes`) and
+  ``silent=``; on ``shap_values``, also ``nsamples=`` and ``l1_reg=``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import inspect
 import pickle
+import warnings
 from typing import Any
 
+import jax
 import numpy as np
 
+from .._core._inputs import as_key, is_traced
+from .._core._model import is_host_model, local_x64
+from .._result._explanation import Explanation
 from .._result._host import to_host
+from ..maskers._independent import shap_sample_rows
+
+SHAP_BACKGROUND_ROWS = 100
+"""Background rows shap's Exact, Permutation, Partition, Tree and interventional Linear
+explainers keep of an array or DataFrame (``shap.maskers.Independent(data, max_samples=100)``)."""
+
+KERNEL_WARN_ROWS = 100
+"""KernelExplainer keeps every background row, as shap's does, and warns above this many (as shap)."""
+
+BACKGROUND_ALIASES = ("data", "masker", "background")
+"""shap's names for an explainer's second argument, the background or masker."""
 
 
 def unpickle_explainer(file: Any, cls: type, what: str) -> Any:
@@ -33,8 +62,276 @@ def _is_one_row(X: Any) -> bool:
     return np.ndim(X) == 1 if not hasattr(X, "ndim") else X.ndim == 1
 
 
+def is_rows(data: Any) -> bool:
+    """A 2-D array, DataFrame or ``scipy.sparse`` matrix of background rows (not a masker, a
+    ``(mean, cov)`` pair, a dict or a weighted summary)."""
+    if hasattr(data, "coalition_values") or isinstance(data, (tuple, dict, list)):
+        return False
+    return hasattr(data, "shape") and len(getattr(data, "shape", ())) == 2 and hasattr(data, "__getitem__")
+
+
+def shap_background(data: Any, who: str) -> Any:
+    """The background rows shap's explainer of this name uses: an array or DataFrame of more
+    than :data:`SHAP_BACKGROUND_ROWS` rows becomes shap's sample of 100 rows
+    (``shap.utils.sample(data, 100)``, the same rows), with a warning saying how to keep every
+    row; anything else is returned as it is.
+    """
+    if not is_rows(data) or data.shape[0] <= SHAP_BACKGROUND_ROWS:
+        return data
+    n = int(data.shape[0])
+    pick = shap_sample_rows(n, SHAP_BACKGROUND_ROWS)
+    warnings.warn(
+        f"{who}: the background has {n} rows; keeping shap's sample of {SHAP_BACKGROUND_ROWS} (as shap's "
+        f"explainer of this name does). Pass jaxshap.maskers.Independent(data, max_samples=None) to keep all "
+        f"{n} rows (the cost grows with them).",
+        UserWarning,
+        stacklevel=3,
+    )
+    return data.iloc[pick] if hasattr(data, "iloc") else data[pick]
+
+
+def linear_background(data: Any, feature_perturbation: str) -> Any:
+    """What shap's ``LinearExplainer(model, data)`` estimates its moments from: interventional,
+    shap's 100 rows of an array or DataFrame (its ``maskers.Independent(data)``), every row for
+    the correlation-dependent values (its ``maskers.Impute(data)``); a masker's rows
+    (``maskers.Independent``, ``maskers.Partition``: interventional, as shap), or the weighted
+    mean of a weighted one.
+
+    Raises:
+      ValueError: for ``feature_perturbation="correlation_dependent"`` with an independent
+        masker, or a masker without background rows.
+    """
+    if not hasattr(data, "coalition_values"):
+        return shap_background(data, "LinearExplainer") if feature_perturbation == "interventional" else data
+    rows = getattr(data, "data", None)
+    if rows is None or not hasattr(data, "mean"):
+        raise ValueError(
+            f"LinearExplainer takes background rows, a (mean, cov) pair or a maskers.Independent masker; got "
+            f"{type(data).__name__}."
+        )
+    if feature_perturbation != "interventional":
+        raise ValueError(
+            f"a {type(data).__name__} masker masks features independently (interventional); pass the rows "
+            "themselves for feature_perturbation='correlation_dependent'."
+        )
+    return rows if getattr(data, "weights", None) is None else (data.mean, None)
+
+
+def warn_large_background(n_rows: int, who: str) -> None:
+    """shap's KernelExplainer advice, as a warning: every background row costs one model
+    evaluation per coalition."""
+    if n_rows > KERNEL_WARN_ROWS:
+        warnings.warn(
+            f"{who}: using all {n_rows} background rows (as shap does) could cause slower run times; "
+            "summarise them with shap.sample(data, K), shap.kmeans(data, K) or "
+            "jaxshap.maskers.Independent(data, max_samples=K).",
+            UserWarning,
+            stacklevel=4,
+        )
+
+
+def _shap_keywords(init: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict, dict]:
+    """shap's keyword spellings of one ``__init__``'s arguments: ``(args, kwargs, extras)``.
+
+    ``data=``/``masker=`` name the second parameter; ``seed`` and ``output_names`` (when the
+    ``__init__`` does not take them) are taken out into ``extras``; ``feature_perturbation=None``
+    becomes the parameter's default.
+    """
+    params = inspect.signature(init).parameters
+    names = list(params)
+    second = names[2] if len(names) > 2 and params[names[2]].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD else None
+    kwargs = dict(kwargs)
+    for alias in BACKGROUND_ALIASES:
+        if alias in kwargs and alias not in params and second is not None:
+            if second in kwargs or len(args) >= 2:
+                raise TypeError(f"got both `{alias}` and `{second}` (the same argument, the background); pass one.")
+            kwargs[second] = kwargs.pop(alias)
+    extras = {k: kwargs.pop(k) for k in ("seed", "output_names") if k in kwargs and k not in params}
+    if "feature_perturbation" in params and kwargs.get("feature_perturbation", "") is None:
+        kwargs["feature_perturbation"] = params["feature_perturbation"].default
+    return args, kwargs, extras
+
+
+def _float64_rows(data: Any) -> bool:
+    """Rows that hold float64 (or integer) numbers: a DataFrame (read as float64), a float64
+    or integer array, or a weighted summary of such rows (``shap.kmeans``)."""
+    if hasattr(data, "weights") and hasattr(data, "data") and not hasattr(data, "shape"):
+        data = data.data
+    if not is_rows(data) or hasattr(data, "nnz"):
+        return False
+    if hasattr(data, "columns"):
+        return True
+    dtype = np.dtype(getattr(data, "dtype", np.float32))
+    return dtype == np.float64 or dtype.kind in "iub"
+
+
+def host_float64(cls: type, arguments: dict) -> bool:
+    """Whether a model-agnostic explainer (``keeps_host_dtype``) computes in float64: a host
+    (NumPy) model given float64 background rows gets its rows in float64, as shap gives them,
+    when JAX's x64 mode is off (with it on, float64 is the default anyway)."""
+    if not getattr(cls, "keeps_host_dtype", False) or jax.config.jax_enable_x64:
+        return False
+    values = list(arguments.values())
+    if len(values) < 2 or not _float64_rows(values[1]):
+        return False
+    return is_host_model(values[0], int(np.shape(getattr(values[1], "data", values[1]))[1]))
+
+
+def precision(explainer: Any) -> Any:
+    """The context an explainer computes in: ``jax.enable_x64`` for a host model given float64
+    rows (see :func:`host_float64`), else nothing."""
+    return local_x64() if getattr(explainer, "x64_", False) else contextlib.nullcontext()
+
+
+def as_host64(explainer: Any, expl: Any) -> Any:
+    """A float64 result of a host model (see :func:`host_float64`) with NumPy arrays: JAX arrays
+    of float64 outside JAX's x64 mode would be cut to float32 by the next JAX operation."""
+    if not getattr(explainer, "x64_", False):
+        return expl
+    return jax.tree_util.tree_map(lambda a: np.asarray(a) if isinstance(a, jax.Array) and not is_traced(a) else a, expl)
+
+
+def _shap_init(init: Any) -> Any:
+    """Wrap a class's ``__init__`` to accept shap's spellings, record the outermost call's
+    arguments (``init_args_``, so a call with another budget can rebuild the explainer) and
+    build it in float64 for a host model given float64 rows (``x64_``)."""
+
+    @functools.wraps(init)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        args, kwargs, extras = _shap_keywords(init, args, kwargs)
+        outer = "init_args_" not in self.__dict__
+        if outer:
+            bound = inspect.signature(init).bind(self, *args, **kwargs)
+            self.__dict__["init_args_"] = {k: v for k, v in list(bound.arguments.items())[1:]}
+            self.__dict__["x64_"] = host_float64(type(self), self.init_args_)
+        with precision(self):
+            init(self, *args, **kwargs)
+        if outer:
+            self.__dict__["seed_"] = _check_seed(extras.get("seed"))
+            if extras.get("output_names") is not None:
+                _set_output_names(self, extras["output_names"])
+
+    __init__.shap_spellings = True
+    return __init__
+
+
+def _check_seed(seed: Any) -> Any:
+    if seed is not None:
+        as_key(seed)  # the same rule as an int `key`, named
+    return seed
+
+
+def _set_output_names(explainer: Any, names: Any) -> None:
+    """shap's ``output_names=``: the names of the model's outputs on every Explanation."""
+    names = tuple(str(n) for n in ([names] if isinstance(names, str) else names))
+    k = getattr(getattr(explainer, "model", None), "n_outputs", None) or getattr(explainer, "n_outputs", None)
+    if k is not None and k > 1 and len(names) != k:
+        raise ValueError(f"`output_names` has {len(names)} names but the model has {k} outputs.")
+    if k is None or k > 1:
+        if hasattr(getattr(explainer, "model", None), "output_names"):
+            explainer.model.output_names = names
+        else:
+            explainer._output_names = names
+
+
+def budget_changes(explainer: Any, max_evals: Any) -> dict:
+    """The constructor changes that give ``explainer`` shap's ``max_evals`` budget per row.
+
+    * a permutation explainer (``shap_budget = "permutations"``): shap walks ``max_evals //
+      (2 M + 1)`` permutations forward and back, so ``n_permutations = 2 * (max_evals //
+      (2 M + 1))`` walks (at least 4, jaxshap's least);
+    * an exact explainer (``shap_budget = "enumerate"``): nothing changes; shap's rule
+      ``max_evals >= 2**M`` is checked (exact Owen values need fewer and are not checked);
+    * ``"auto"`` or ``None``: nothing changes.
+
+    Raises:
+      ValueError: for a budget too small for shap's rule, as shap.
+      TypeError: for an explainer that has no ``max_evals`` in shap.
+    """
+    if max_evals is None or max_evals == "auto":
+        return {}
+    kind = getattr(type(explainer), "shap_budget", None)
+    name = type(explainer).__name__
+    if kind is None:
+        raise TypeError(f"{name} takes no `max_evals` (shap's budget of the Exact, Permutation and Partition explainers).")
+    m = int(explainer.n_features)
+    if isinstance(max_evals, bool) or not isinstance(max_evals, (int, np.integer)) or max_evals < 1:
+        raise ValueError(f"`max_evals` must be a positive integer or 'auto'; got {max_evals!r}.")
+    if kind == "permutations":
+        walks = 2 * (int(max_evals) // (2 * m + 1))
+        if walks == 0:
+            raise ValueError(
+                f"max_evals={max_evals} is too low for the Permutation explainer, it must be at least "
+                f"2 * num_features + 1 = {2 * m + 1}!"
+            )
+        return {"n_permutations": max(walks, 4)}
+    if kind == "enumerate" and type(getattr(explainer, "masker", None)).__name__ != "Partition" and max_evals < 2**m:
+        raise ValueError(
+            f"It takes {2**m} masked evaluations to run the Exact explainer on this instance, but max_evals={max_evals}!"
+        )
+    return {}
+
+
+def rebuilt(explainer: Any, changes: dict) -> Any:
+    """The explainer built again from its recorded arguments with ``changes`` (cached per change)."""
+    if not changes:
+        return explainer
+    args = getattr(explainer, "init_args_", None)
+    if args is None:
+        raise TypeError(f"{type(explainer).__name__} cannot be rebuilt with {sorted(changes)}.")
+    cache = explainer.__dict__.setdefault("rebuilt_", {})
+    key = tuple(sorted(changes.items()))
+    if key not in cache:
+        with warnings.catch_warnings():  # the background warning was given when it was built
+            warnings.simplefilter("ignore")
+            new = type(explainer)(**{**args, **changes})
+        for name in ("seed_", "chosen_by_auto"):
+            if name in explainer.__dict__:
+                new.__dict__[name] = explainer.__dict__[name]
+        cache[key] = new
+    return cache[key]
+
+
+def shap_call_options(explainer: Any, key: Any, kwargs: dict) -> tuple[Any, Any, dict]:
+    """``(explainer, key, kwargs)`` for a call written as in shap: ``max_evals=`` picks the
+    explainer with that budget, ``silent=True`` turns the progress bar off, and ``seed=`` given
+    at construction is the default key."""
+    kwargs = dict(kwargs)
+    changes = budget_changes(explainer, kwargs.pop("max_evals", None))
+    silent = kwargs.pop("silent", None)
+    if silent:
+        kwargs.setdefault("progress", False)
+    if key is None and getattr(explainer, "seed_", None) is not None:
+        key = explainer.seed_
+    return rebuilt(explainer, changes), key, kwargs
+
+
+def _kernel_budget(explainer: Any, nsamples: Any, l1_reg: Any) -> Any:
+    """shap's ``shap_values(X, nsamples=..., l1_reg=...)`` on a KernelExplainer."""
+    if l1_reg not in ("auto", False, 0, None):
+        raise ValueError(
+            f"l1_reg={l1_reg!r}: jaxshap's KernelExplainer solves the full constrained regression and has no L1 "
+            "feature selection; pass l1_reg='auto' or False (with 'auto' shap selects features only when fewer "
+            "than 20% of the coalitions are sampled)."
+        )
+    if nsamples is None or nsamples == "auto":
+        return explainer
+    if "n_coalitions" not in inspect.signature(type(explainer).__init__).parameters:
+        raise TypeError(f"{type(explainer).__name__}.shap_values takes no `nsamples` (KernelExplainer's budget).")
+    return rebuilt(explainer, {"n_coalitions": nsamples})
+
+
+def interactions_as_values(expl: Explanation) -> Explanation:
+    """shap's ``explainer(X, interactions=True)``: an Explanation whose ``values`` are the
+    interaction values ``[n, M, M]`` (``[n, M, M, K]``), also kept as ``interaction_values``;
+    rows of the matrices sum to the SHAP values for the indices that split them (k-SII, STII, FSII)."""
+    inter = expl.interaction_values
+    return Explanation(inter, expl.base_values, expl.data, None, expl.feature_names, expl.output_names, inter)
+
+
 class ShapAPI:
-    """``shap_values(X)``, ``expected_value``, ``save(file)`` and ``load(file)`` as in shap's explainers.
+    """``shap_values(X)``, ``expected_value``, ``save(file)`` and ``load(file)`` as in shap's
+    explainers, and shap's spellings of the constructors' arguments (see the module docstring).
 
     ``expected_value`` is NumPy outside traced code, as shap's: a NumPy scalar for one output,
     ``[K]`` for ``K`` (a tracer inside ``jit``/``grad``), whatever array the explainer keeps, so
@@ -43,17 +340,40 @@ class ShapAPI:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is not None and not getattr(init, "shap_spellings", False):
+            cls.__init__ = _shap_init(init)
         prop = cls.__dict__.get("expected_value")
         if isinstance(prop, property) and prop.fget is not None:
             get = prop.fget
             cls.expected_value = property(lambda self: to_host(get(self)), prop.fset, prop.fdel, prop.__doc__)
+
+    def __call__(self, X: Any, key: Any = None, **kwargs: Any) -> Any:
+        """Explain ``X`` (see the explainer's own ``__call__``), with shap's ``max_evals=`` and
+        ``silent=`` (see :func:`shap_call_options`)."""
+        explainer, key, kwargs = shap_call_options(self, key, kwargs)
+        if explainer is not self:
+            return explainer(X, key, **kwargs)
+        with precision(self):
+            return as_host64(self, super().__call__(X, key, **kwargs))
+
+    def explain_batches(self, *args: Any, **kwargs: Any) -> Any:
+        """The explainer's :meth:`explain_batches`, each batch computed in its precision."""
+        batches = super().explain_batches(*args, **kwargs)
+        while True:
+            with precision(self):
+                try:
+                    out = as_host64(self, next(batches))
+                except StopIteration:
+                    return
+            yield out
 
     def __repr__(self) -> str:
         chosen = getattr(self, "chosen_by_auto", None)
         note = f", chosen by jaxshap.Explainer: {chosen}" if chosen else ""
         return f"{type(self).__name__}(features={getattr(self, 'n_features', '?')}{note})"
 
-    def shap_values(self, X: Any, key: Any = None, **kwargs: Any) -> np.ndarray:
+    def shap_values(self, X: Any, key: Any = None, *, nsamples: Any = None, l1_reg: Any = "auto", **kwargs: Any) -> np.ndarray:
         """SHAP values as a NumPy array with shap's shapes.
 
         Equivalent to ``np.asarray(explainer(X, key=key, **kwargs).values)``: ``[n, M]`` for a
@@ -63,10 +383,16 @@ class ShapAPI:
 
         Args:
           X: rows to explain (array, DataFrame, ``scipy.sparse`` matrix, or one row).
-          key: PRNG key for the sampling explainers (``None``: ``jax.random.key(0)``).
-          **kwargs: passed on to the explainer's call (for example ``progress=``).
+          key: PRNG key for the sampling explainers (``None``: ``jax.random.key(0)``, or the
+            constructor's ``seed=``).
+          nsamples: KernelExplainer's budget for this call, as shap's (``"auto"`` or ``None``:
+            the explainer's own ``n_coalitions``).
+          l1_reg: shap's L1 feature selection: only ``"auto"`` and ``False`` are accepted, and
+            no selection is made (the regression is solved in full).
+          **kwargs: passed on to the explainer's call (``progress=``, ``silent=``, ``max_evals=``).
         """
-        expl = self(X, key=key, **kwargs) if key is not None else self(X, **kwargs)
+        explainer = _kernel_budget(self, nsamples, l1_reg)
+        expl = explainer(X, key=key, **kwargs) if key is not None else explainer(X, **kwargs)
         values = np.asarray(expl.values)
         return values[0] if _is_one_row(X) and values.shape[0] == 1 else values
 

@@ -128,7 +128,13 @@ def plan_leaves_soon(key: jax.Array, plan: KernelPlan, controls: tuple = (), *, 
             _worker["pid"] = os.getpid()
             _worker["executor"] = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="jaxshap-plan")
         executor = _worker["executor"]
-    future = executor.submit(lambda: tuple(host_plan(bits, plan, controls, dtype)))
+    x64 = jax.config.jax_enable_x64  # the caller's precision (a thread-local setting): float64 leaves stay float64
+
+    def work():
+        with jax.enable_x64(x64):
+            return tuple(host_plan(bits, plan, controls, dtype))
+
+    future = executor.submit(work)
     structs, _ = _structure(plan, controls, dtype.str)
     return tuple(np.zeros(s.shape, s.dtype) for s in structs), future
 

@@ -7,9 +7,11 @@ import warnings
 from typing import Any, Sequence
 
 from .._core._links import resolve_link
-from .._engine._shap_api import unpickle_explainer
+from .._engine._shap_api import is_rows, unpickle_explainer
 from .._tree._import import reader_for
 from ..maskers import Independent
+from ..maskers._function import FunctionMasker, is_function_masker
+from ._deferred import DeferredExplainer
 from ._exact import MAX_EXACT_FEATURES, ExactExplainer
 from ._kernel import KernelExplainer
 from ._linear import LinearExplainer
@@ -55,7 +57,9 @@ class Explainer(abc.ABC):
         a fitted tree or linear model.
       masker: background rows (array, DataFrame, sparse matrix: wrapped in
         ``maskers.Independent(data)``, which keeps 100 rows by default as shap does, with a
-        warning) or a masker (``Independent``, ``Partition``, ``Gaussian``).
+        warning), a masker (``Independent``, ``Partition``, ``Gaussian``), or shap's function
+        masker ``masker(mask, x) -> rows`` (then :class:`PermutationExplainer`, as shap,
+        built from the rows of the first call).
       link: ``"identity"`` or ``"logit"`` (model-agnostic explainers only).
       algorithm: ``"auto"`` (default) or one of ``"tree"``, ``"linear"``, ``"exact"``,
         ``"permutation"``, ``"kernel"``.
@@ -80,6 +84,16 @@ class Explainer(abc.ABC):
         if algorithm not in ALGORITHMS:
             raise ValueError(f"`algorithm` must be one of {ALGORITHMS}; got {algorithm!r}.")
         link = resolve_link(link)
+        if is_function_masker(masker) and algorithm in ("auto", "permutation", "exact"):
+            # shap's custom masker: shap samples permutations (M is known from the first rows)
+            chosen = ExactExplainer if algorithm == "exact" else PermutationExplainer
+            names = {"feature_names": feature_names} if feature_names is not None else {}
+            return DeferredExplainer(
+                lambda X: chosen(model, FunctionMasker(masker, X[:1] if hasattr(X, "iloc") else X), link=link,
+                                 **names, **kwargs),
+                f"a function masker: {chosen.__name__}",
+            )
+        rows = masker  # the user's rows: Exact and Permutation sample shap's 100 of them themselves
         if masker is not None and not hasattr(masker, "coalition_values"):
             with warnings.catch_warnings(record=True) as caught:  # re-issued at the caller's line
                 warnings.simplefilter("always")
@@ -132,6 +146,10 @@ class Explainer(abc.ABC):
         else:
             reason = f"algorithm={algorithm!r}"
         chosen = {"exact": ExactExplainer, "permutation": PermutationExplainer, "kernel": KernelExplainer}[algorithm]
+        if algorithm != "kernel" and is_rows(rows):  # the same rows, read by the explainer in its precision
+            with warnings.catch_warnings():  # the sampling warning was given above
+                warnings.simplefilter("ignore")
+                return _mark(chosen(model, rows, link=link, **names, **kwargs), reason)
         return _mark(chosen(model, masker, link=link, **names, **kwargs), reason)
 
     @classmethod

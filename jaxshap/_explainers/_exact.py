@@ -9,6 +9,7 @@ import jax.numpy as jnp
 from .._coalitions._masks import all_masks
 from .._estimators._interactions import INDICES, shapley_and_interactions
 from .._engine._explainer import Explainer
+from .._engine._shap_api import interactions_as_values
 from ..maskers._base import SHAPLEY
 
 MAX_EXACT_FEATURES = 20
@@ -36,8 +37,9 @@ class ExactExplainer(Explainer):
     computed in the same pass from the same ``2**M`` coalition values (no further model
     evaluations; see :func:`jaxshap.estimators.exact_interactions`). ``interaction_values`` is
     ``[n, M, M]`` (or ``[n, M, M, K]``): the diagonal holds the index's order-1 terms and each
-    pair's order-2 term is split evenly between ``[i, j]`` and ``[j, i]``. ``values`` stay the
-    Shapley values. By ``index``:
+    pair's order-2 term is split evenly between ``[i, j]`` and ``[j, i]``. With
+    ``interactions=True`` (shap's spelling) ``values`` are those ``[n, M, M]`` interaction values,
+    as in shap; when only ``index`` asks for them, ``values`` stay the Shapley values. By ``index``:
 
     * ``None`` or ``"STII"`` (default): Shapley-Taylor of order 2 (Sundararajan et al., 2020):
       the diagonal is ``v({i}) - v(empty)``; the same numbers as shap's
@@ -62,8 +64,8 @@ class ExactExplainer(Explainer):
 
         ex = jaxshap.ExactExplainer(model, background)
         expl = ex(X)                               # expl.values: [n, M]
-        expl = ex(X, interactions=True)            # expl.interaction_values: [n, M, M]
-        jaxshap.ExactExplainer(model, background, index="k-SII")(X).interaction_values
+        expl = ex(X, interactions=True)            # expl.values, expl.interaction_values: [n, M, M]
+        jaxshap.ExactExplainer(model, background, index="k-SII")(X).interaction_values  # values: [n, M]
 
     Args:
       model, background, **kwargs: as :class:`jaxshap.Explainer` (``feature_names``,
@@ -75,6 +77,8 @@ class ExactExplainer(Explainer):
       ValueError: with more than 20 features (use ``KernelExplainer`` or ``PermutationExplainer``),
         or an unknown ``index``.
     """
+
+    shap_budget = "enumerate"  # shap's max_evals=: at least 2**M (checked), else nothing changes
 
     def __init__(self, model: Callable, background: Any, *, index: str | None = None, **kwargs):
         if index is not None and (not isinstance(index, str) or index not in INDICES):
@@ -116,8 +120,10 @@ class ExactExplainer(Explainer):
         ``progress`` and ``devices``).
 
         Args:
-          interactions: also compute ``interaction_values`` (``[n, M, M]`` or ``[n, M, M, K]``)
-            from the same coalition values; ``None`` (default) means "when ``index`` was given".
+          interactions: ``True``: the result's ``values`` (and ``interaction_values``) are the
+            interaction values (``[n, M, M]`` or ``[n, M, M, K]``), as shap's; ``None``
+            (default): when ``index`` was given, ``interaction_values`` are computed beside the
+            Shapley ``values``; ``False``: Shapley values only.
         """
         want = self.index is not None if interactions is None else bool(interactions)
         if not want:
@@ -137,4 +143,4 @@ class ExactExplainer(Explainer):
             values = expl.values
             expl.stderr = None
             expl.interaction_values = jnp.zeros(values.shape[:2] + values.shape[1:], values.dtype)
-        return expl
+        return interactions_as_values(expl) if interactions else expl

@@ -131,6 +131,8 @@ class KernelExplainer(Explainer):
         ``shared_coalitions`` that is not a bool, or a non-positive tolerance.
     """
 
+    background_rows = None  # shap's KernelExplainer keeps every background row (and advises above 100)
+
     def __init__(
         self,
         model: Callable,

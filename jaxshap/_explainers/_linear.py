@@ -28,7 +28,7 @@ from .._core._inputs import (
     resolve_feature_names,
 )
 from .._core._model import output_names_of
-from .._engine._shap_api import ShapAPI
+from .._engine._shap_api import ShapAPI, linear_background
 from .._engine._rows import RowExplainer
 from .._algebra._linear import exact_transform, sampled_transform, to_data_units
 from .._platform._threads import single_threaded_blas
@@ -121,9 +121,11 @@ class LinearExplainer(ShapAPI, RowExplainer):
       model: ``(coef, intercept)`` with ``coef`` of shape ``[M]`` or ``[K, M]`` (``K`` outputs), or
         a fitted linear model with ``coef_`` and ``intercept_`` (scikit-learn).
       data: samples ``[N, M]`` (array or DataFrame; the mean, and the covariance when needed, are
-        estimated from them) or a ``(mean, cov)`` pair (``cov`` may be ``None`` for
-        ``"interventional"``).
-      feature_perturbation: ``"interventional"`` or ``"correlation_dependent"``.
+        estimated from them: interventional, from shap's sample of 100 rows of a larger
+        background, as shap's ``LinearExplainer``), a ``(mean, cov)`` pair (``cov`` may be
+        ``None`` for ``"interventional"``), or a ``maskers.Independent`` masker (its rows;
+        interventional).
+      feature_perturbation: ``"interventional"`` or ``"correlation_dependent"`` (``None``: the default).
       method: ``"auto"``, ``"exact"`` or ``"sampled"``, how to compute ``T`` (correlation-dependent only).
       n_permutations: walks averaged by the sampled method, an even number (a permutation and
         its reverse are two walks).
@@ -175,6 +177,7 @@ class LinearExplainer(ShapAPI, RowExplainer):
         coef, intercept, self._single = parse_linear_model(model)
         self._output_names = output_names_of(model, coef.shape[0])  # a classifier's classes_
         correlated = feature_perturbation == "correlation_dependent"
+        data = linear_background(data, feature_perturbation)  # the rows shap's LinearExplainer uses
         mean, cov, names, dtype, from_data = self._moments(data, coef.shape[1], need_cov=correlated)
         coef, intercept = coef.astype(dtype), intercept.astype(dtype)
         self.coef, self.intercept = coef, intercept

@@ -68,6 +68,8 @@ class PermutationExplainer(Explainer):
         ``control_variates`` that is not a bool or ``"auto"`` or is ``True`` where it cannot apply.
     """
 
+    shap_budget = "permutations"  # shap's max_evals=: n_permutations = 2 * (max_evals // (2 M + 1))
+
     def __init__(
         self,
         model: Callable,

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .._core._inputs import as_rows
+from .._core._inputs import as_rows, object_numbers
 from ._reader import readers
 
 
@@ -75,6 +75,7 @@ def host_rows(x: Any, name: str, *, sparse_missing: bool) -> tuple[np.ndarray, l
             out = np.asarray(x)
         except Exception as err:  # pragma: no cover - depends on the object
             raise TypeError(f"`{name}` must be an array-like of numbers; got {type(x).__name__}.") from err
+        out = object_numbers(out)  # None is a missing value, as in shap
         if not (np.issubdtype(out.dtype, np.number) or np.issubdtype(out.dtype, np.bool_)):
             raise TypeError(
                 f"`{name}` must hold numbers; got dtype {out.dtype}. Pass a DataFrame with 'category' "

@@ -29,6 +29,25 @@ def shap_sample_rows(n_rows: int, n_samples: int, random_state: int = 0) -> np.n
     return index[:n_samples]
 
 
+def sample(X: Any, nsamples: int = 100, random_state: int = 0) -> Any:
+    """shap's ``shap.sample(X, nsamples, random_state)``: the same ``nsamples`` rows of ``X``
+    (array, DataFrame or ``scipy.sparse`` matrix, in shap's order), or ``X`` itself when it has
+    no more rows than that.
+
+    Raises:
+      ValueError: for an ``nsamples`` that is not a positive integer.
+    """
+    if isinstance(nsamples, bool) or not isinstance(nsamples, (int, np.integer)) or nsamples < 1:
+        raise ValueError(f"`nsamples` must be a positive integer; got {nsamples!r}.")
+    n = int(X.shape[0]) if hasattr(X, "shape") else len(X)
+    if nsamples >= n:
+        return X
+    pick = shap_sample_rows(n, int(nsamples), random_state)
+    if hasattr(X, "iloc"):
+        return X.iloc[pick]
+    return X[pick] if hasattr(X, "shape") else [X[i] for i in pick]
+
+
 def _read_background(data: Any) -> tuple[Any, Any, Any]:
     """``(rows, weights, names)`` from an array, DataFrame, sparse matrix, ``{"mean", "cov"}``
     dict, or a weighted summary with ``.data`` and ``.weights`` (``shap.kmeans``' result)."""

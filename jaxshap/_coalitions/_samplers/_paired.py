@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from .._combinatorics import shapley_kernel_mass
 from ._base import Sampler
 
 
@@ -19,5 +20,4 @@ class Paired(Sampler):
 
     def size_mass(self, n_features: int, size: int) -> float:
         """``(M - 1) / (s (M - s))``: the kernel summed over the ``C(M, s)`` coalitions of size ``s``."""
-        m = n_features
-        return (m - 1) / (size * (m - size))
+        return shapley_kernel_mass(n_features, size)

@@ -22,9 +22,11 @@ from ..._core._progress import ProgressBar, wants_progress
 from ..._core._sharding import row_mesh
 from ..._core._streaming import check_batch_size, is_array, total_rows
 from ..._engine._explainer import drop_output_axis
+from ..._engine._shap_api import interactions_as_values
 from ..._result._explanation import Explanation
 from ..._tree._interactions import build_groups, interaction_values
 from ..._tree._rows import host_rows
+from ..._tree._shap_dict import SOURCE as SHAP_DICT
 from ._build import put
 from ._outputs import assert_additive
 
@@ -66,6 +68,8 @@ class ExplainRows:
     """TreeExplainer's explaining methods (mixed into :class:`~jaxshap.TreeExplainer`)."""
 
     def _check_n_features(self, X: np.ndarray, name: str) -> None:
+        if X.shape[1] > self.n_features and self.ensemble.source == SHAP_DICT and self._background_rows is None:
+            self._widen(X.shape[1])  # a dict model names no width: features past its last split add nothing
         if X.shape[1] != self.n_features:
             raise ValueError(
                 f"`{name}` has {X.shape[1]} features but the model has {self.n_features}; "
@@ -115,6 +119,7 @@ class ExplainRows:
             self._check_interactions(tree_limit, approximate)
             inter = self._interaction_values(rows)  # the raw output: rows are the codes
             expl.interaction_values = inter[..., 0] if single else inter
+            expl = interactions_as_values(expl)  # shap's layout: the interaction values are the values
         return expl
 
     def explain_batches(

@@ -8,6 +8,7 @@ through the registered tree readers, path tables, background), the explained out
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Sequence
 
 import jax
@@ -17,7 +18,7 @@ from ..._core._inputs import float_dtype
 from ..._core._model import output_names_of
 from ..._core._progress import ProgressBar, wants_progress
 from ..._core._validate import DEFAULT_MEMORY_BUDGET, choice, memory_budget as check_memory_budget
-from ..._engine._shap_api import ShapAPI
+from ..._engine._shap_api import ShapAPI, shap_background
 from ..._result._explanation import Explanation
 from ..._tree._import import find_reader
 from ..._tree._rows import host_rows
@@ -158,15 +159,29 @@ class TreeExplainer(ExplainRows, ShapAPI):
             self._read_background(data, recount=explicit == "tree_path_dependent")
         self.n_outputs = self._output.n_outputs
         self._output_names = output_names_of(model, self.n_outputs)  # a classifier's classes_
-        self._builder = TreeBuilder(self.ensemble, self._background_rows, feature_perturbation == "interventional",
+        self._set_builder()
+
+    def _set_builder(self) -> None:
+        """The builder of the ensemble's kernels, and the default build's routed paths and background
+        rows (for interaction values, built on demand)."""
+        self._builder = TreeBuilder(self.ensemble, self._background_rows, self.feature_perturbation == "interventional",
                                     self._output.transform, self.n_outputs, self.dtype, self.memory_budget)
         default = self._default
-        # for interaction values (built on demand): routed paths and background rows
         self._paths, self._background = default.paths, default.background
+
+    def _widen(self, n_features: int) -> None:
+        """Take ``n_features`` columns, for a model in shap's dictionary format, whose width only the
+        rows tell: the trees are the same and the features past its last split get zero values."""
+        self.ensemble = dataclasses.replace(self.ensemble, n_features=n_features)
+        self.n_features = n_features
+        if hasattr(self, "_builder"):
+            self._set_builder()
 
     def _read_background(self, data: Any, recount: bool) -> None:
         """Keep ``data`` as prepared background rows; with ``recount`` (the path-dependent game
-        asked for explicitly, as shap does) recount the node covers on them."""
+        asked for explicitly, as shap does) recount the node covers on them. An array or DataFrame
+        of more than 100 rows gives shap's sample of 100, as shap's TreeExplainer keeps."""
+        data = shap_background(data, "TreeExplainer")
         bg, self._data_names = host_rows(data, "data", sparse_missing=self.ensemble.sparse_missing)
         self._check_n_features(bg, "data")
         if bg.shape[0] == 0:
@@ -238,8 +253,9 @@ class TreeExplainer(ExplainRows, ShapAPI):
 
     @property
     def expected_value(self) -> Any:
-        """The base value: ``[K]`` (a scalar for a single output); ``None`` for ``log_loss``,
-        whose base value depends on each row's label (read it from ``base_values``)."""
+        """The base value: ``[K]`` (a scalar for a single output); for ``log_loss``, whose base
+        value depends on the label, a function of the label ``y``, as shap's:
+        ``explainer.expected_value(y)`` is the mean loss over the background at label ``y``."""
         return self._output.expected_value(self._default, self.dtype)
 
     # --- the default build's internals (tests read them) --------------------------------------

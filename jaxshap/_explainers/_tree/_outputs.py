@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import jax
@@ -106,9 +107,10 @@ class TreeOutput:
         return yv
 
     def expected_value(self, build: Build, dtype) -> Any:
-        """The base value ``[K]`` (a scalar for one output); ``None`` for a loss."""
+        """The base value ``[K]`` (a scalar for one output); for a loss, the function of the
+        label ``y`` that gives the mean loss over the background at ``y``."""
         if self.needs_labels:
-            return None
+            return functools.partial(_label_base, self.transform, build.fb)
         if self.transform == "identity":
             base = build.base
         else:
@@ -162,3 +164,11 @@ def assert_additive(phi, base, expected: np.ndarray, *, float32: bool) -> None:
             f"but the model's output is {expected[i, j]:.8g}. Please report this with the model; pass "
             "check_additivity=False to skip the check."
         )
+
+
+def _label_base(transform: str, fb: np.ndarray, y: Any) -> Any:
+    """The mean over the background margins ``fb`` of the loss at label ``y`` (a scalar for one
+    output), in float64."""
+    with jax.enable_x64(True):
+        base = np.asarray(_transforms.apply(transform, jnp.asarray(fb, jnp.float64), float(y))).mean(0)
+    return base[0] if base.size == 1 else base

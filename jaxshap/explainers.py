@@ -1,0 +1,25 @@
+"""shap's ``shap.explainers`` names: ``jaxshap.explainers.Exact(model, X)`` and so on.
+
+Each name is the jaxshap explainer of that algorithm; constructors take shap's arguments (see
+:mod:`jaxshap._engine._shap_api`):
+
+* :data:`Exact` -- :class:`jaxshap.ExactExplainer`;
+* :data:`Permutation` -- :class:`jaxshap.PermutationExplainer`;
+* :data:`Partition` -- :class:`jaxshap.PartitionExplainer` (exact Owen values);
+* :data:`Kernel` -- :class:`jaxshap.KernelExplainer`;
+* :data:`Linear` -- :class:`jaxshap.LinearExplainer`;
+* :data:`Tree` -- :class:`jaxshap.TreeExplainer`;
+* :data:`GPUTree` -- :class:`jaxshap.TreeExplainer` too: it runs on whatever device JAX uses,
+  a GPU included, so shap's CUDA-only class needs no counterpart of its own.
+"""
+
+from ._explainers._exact import ExactExplainer as Exact
+from ._explainers._kernel import KernelExplainer as Kernel
+from ._explainers._linear import LinearExplainer as Linear
+from ._explainers._partition import PartitionExplainer as Partition
+from ._explainers._permutation import PermutationExplainer as Permutation
+from ._explainers._tree import TreeExplainer as Tree
+
+GPUTree = Tree
+
+__all__ = ["Exact", "GPUTree", "Kernel", "Linear", "Partition", "Permutation", "Tree"]
