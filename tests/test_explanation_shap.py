@@ -84,7 +84,11 @@ def assert_same_drawing(ours, theirs):
 # --- 1. NumPy where shap users hand results to NumPy, pandas and shap's functions -------------
 def test_accessors_are_numpy_outside_and_tracers_inside_the_leaves_stay_jax():
     X, linear, exact, sv, *_ = world()
-    assert all(isinstance(a, jax.Array) for a in jax.tree_util.tree_leaves(sv))
+    # a host model given float64 rows computes in float64 and keeps its result as NumPy leaves
+    # (JAX arrays of float64 would be cut to float32 by the next JAX operation outside x64 mode)
+    assert all(isinstance(a, np.ndarray) and a.dtype == np.float64 for a in jax.tree_util.tree_leaves(sv))
+    jax_model = jaxshap.ExactExplainer(lambda R: R @ jnp.asarray(linear.coef_, jnp.float32), X.iloc[:8].to_numpy())
+    assert all(isinstance(a, jax.Array) for a in jax.tree_util.tree_leaves(jax_model(X.iloc[:5].to_numpy())))
     for field in ("values", "base_values", "data"):
         assert type(getattr(sv, field)) is np.ndarray, field
     assert isinstance(sv[0].base_values, np.floating) and isinstance(sv[0, "bmi"].values, np.floating)

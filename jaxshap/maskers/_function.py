@@ -19,7 +19,6 @@ def is_function_masker(masker: Any) -> bool:
     return callable(masker) and not hasattr(masker, "coalition_values") and not hasattr(masker, "shape")
 
 
-@jax.tree_util.register_pytree_node_class
 class FunctionMasker(Masker):
     r"""A masking function as a masker: ``v_x(S) = mean_r f(masker(S, x)_r)``.
 
@@ -82,16 +81,6 @@ class FunctionMasker(Masker):
         shape = jax.ShapeDtypeStruct((masks.shape[0], r, m), dtype)
         inputs = jax.pure_callback(host, shape, x, masks, vmap_method="sequential")
         return f(inputs).mean(axis=1)
-
-    def tree_flatten(self):
-        return (self.rows,), (self.fn, self.m, self.r)
-
-    @classmethod
-    def tree_unflatten(cls, aux, children):
-        obj = object.__new__(cls)
-        (obj.rows,) = children
-        obj.fn, obj.m, obj.r = aux
-        return obj
 
     def __repr__(self) -> str:
         return f"FunctionMasker({getattr(self.fn.value, '__name__', 'masker')}, rows per coalition: {self.r})"
