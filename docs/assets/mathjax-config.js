@@ -8,7 +8,8 @@ window.MathJax = {
     // MathJax's placeholder face points at about:blank, which browsers report as a failed load
     styles: { "@font-face": { "font-family": "MathJax_Blank", src: "local('MathJax_Blank')" } },
   },
-  // the wheel has no calligraphic/script faces for STIX-Web's HTML-CSS output (a 404 otherwise)
+  // the wheel has no calligraphic/script faces for STIX-Web's HTML-CSS output (a 404 otherwise);
+  // for the same reason the pages write E[...] with \mathrm, not \mathbb
   TeX: { Macros: { mathcal: ["\\mathit{#1}", 1], mathscr: ["\\mathit{#1}", 1] } },
   tex2jax: {
     inlineMath: [["\\(", "\\)"]],
