@@ -14,7 +14,7 @@ import jax
 import numpy as np
 
 import jaxshap
-from jaxshap._core._chunking import DEFAULT_MEMORY_BUDGET
+from jaxshap import DEFAULT_MEMORY_BUDGET
 from jaxshap._effects._hstats import centred_pds, set_masks
 from jaxshap._core._model import wrap_model
 

@@ -27,8 +27,14 @@ import dataclasses
 
 import numpy as np
 
-MISSING_NAN, MISSING_AS_ZERO, MISSING_ZERO = 0, 1, 2
-MISSING_CATEGORICAL = 3  # a categorical (set membership) split; NaN goes the default way
+MISSING_NAN = 0
+"""Missing rule 0: a NaN goes to the node's default child (XGBoost, scikit-learn, LightGBM's NaN type)."""
+MISSING_AS_ZERO = 1
+"""Missing rule 1: a NaN is read as ``0.0`` and compared (LightGBM's ``None`` type)."""
+MISSING_ZERO = 2
+"""Missing rule 2: a NaN or a zero (``|x| <= 1e-35``) goes to the default child (LightGBM's ``Zero`` type)."""
+MISSING_CATEGORICAL = 3
+"""Rule 3: a categorical (set membership) split; a NaN goes to the default child."""
 ZERO_THRESHOLD = 1e-35  # LightGBM's kZeroThreshold
 
 
