@@ -380,7 +380,7 @@ def check_walks(n_permutations: Any, minimum: int) -> int:
     return integer(n_permutations, "n_permutations", least=minimum, multiple_of=2, rule=rule)
 
 
-def output_names(n_outputs: int) -> tuple[str, ...]:
+def default_output_names(n_outputs: int) -> tuple[str, ...]:
     """The names of a multi-output model's ``K`` outputs, the one place they are made:
     ``Output 0`` ... ``Output K-1``."""
     return tuple(f"Output {k}" for k in range(int(n_outputs)))

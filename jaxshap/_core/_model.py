@@ -191,7 +191,7 @@ def check_fitted_width(model: Callable, n_features: int) -> None:
         )
 
 
-def output_names_of(model: Callable, n_outputs: int) -> tuple[str, ...] | None:
+def declared_output_names(model: Callable, n_outputs: int) -> tuple[str, ...] | None:
     """``classes_`` of the model's owner as output names, when there is one class per output."""
     classes = getattr(_owner(model), "classes_", None)
     if classes is None or n_outputs < 2:
@@ -293,7 +293,7 @@ def wrap_model(model: Callable, n_features: int, dtype: Any, probe: np.ndarray |
         k = 1 if single else tail[0]
         if per_row is None:
             per_row = 8 * itemsize * (n_features + k)
-        return Model(dynamic, spec, n_features, dtype, k, single, False, per_row, output_names_of(model, k))
+        return Model(dynamic, spec, n_features, dtype, k, single, False, per_row, declared_output_names(model, k))
     trace_error = probed
 
     rows = np.asarray(probe[: min(len(probe), 2)], dtype=dtype)
@@ -311,4 +311,4 @@ def wrap_model(model: Callable, n_features: int, dtype: Any, probe: np.ndarray |
     k = 1 if single else tail[0]
     # a host model stays whole and static: its arrays are NumPy's business, not JAX's
     return Model((), (None, jax.tree_util.tree_structure(0), (Static(model),)), n_features, dtype, k, single, True,
-                 4 * itemsize * (n_features + k), output_names_of(model, k))
+                 4 * itemsize * (n_features + k), declared_output_names(model, k))

@@ -21,7 +21,7 @@ import jax
 import numpy as np
 
 
-def is_array(x: Any) -> bool:
+def is_array_leaf(x: Any) -> bool:
     """True for the values that are dynamic leaves: JAX arrays (and tracers) and NumPy arrays."""
     return isinstance(x, (jax.Array, np.ndarray, np.generic)) and not isinstance(x, (str, bytes))
 
@@ -68,8 +68,8 @@ def split(obj: Any) -> tuple[tuple[Any, ...], tuple]:
     if type(obj) is functools.partial:
         func, obj = Static(obj.func), (obj.args, obj.keywords)
     leaves, treedef = jax.tree_util.tree_flatten(obj)
-    dynamic = tuple(leaf for leaf in leaves if is_array(leaf))
-    static = tuple(None if is_array(leaf) else Static(leaf) for leaf in leaves)
+    dynamic = tuple(leaf for leaf in leaves if is_array_leaf(leaf))
+    static = tuple(None if is_array_leaf(leaf) else Static(leaf) for leaf in leaves)
     return dynamic, (func, treedef, static)
 
 

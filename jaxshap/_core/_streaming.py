@@ -15,7 +15,7 @@ from ._inputs import column_names, is_sparse
 from ._validate import integer
 
 
-def as_rows(batch: Any) -> int:
+def batch_rows(batch: Any) -> int:
     """Number of rows of a batch (a single row ``[M]`` counts as one)."""
     if is_sparse(batch):
         return int(batch.shape[0])
@@ -23,17 +23,17 @@ def as_rows(batch: Any) -> int:
     return 1 if len(shape) == 1 else int(shape[0])
 
 
-def is_array(batches: Any) -> bool:
+def is_single_batch(batches: Any) -> bool:
     """True for a 2-D array or DataFrame (cut into batches), false for an iterable of batches."""
     return getattr(batches, "ndim", None) == 2 and hasattr(batches, "shape")
 
 
 def total_rows(batches: Any) -> int | None:
     """Rows in the whole stream when known in advance (an array, a list or a tuple), else ``None``."""
-    if is_array(batches):
+    if is_single_batch(batches):
         return int(batches.shape[0])
     if isinstance(batches, (list, tuple)):
-        return sum(as_rows(b) for b in batches)
+        return sum(batch_rows(b) for b in batches)
     return None
 
 
@@ -50,9 +50,9 @@ def check_batch_size(batch_size: Any) -> int | None:
 
 def cut_batches(batches: Any, batch_size: int) -> Iterable[tuple[Any, int]]:
     """``(batch, real_rows)`` pairs: array batches are host slices padded to one shape."""
-    if not is_array(batches):
+    if not is_single_batch(batches):
         for batch in batches:
-            yield batch, as_rows(batch)
+            yield batch, batch_rows(batch)
         return
     n = int(batches.shape[0])
     batch_size = min(batch_size, max(n, 1))

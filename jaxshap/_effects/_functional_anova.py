@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._core._validate import DEFAULT_MEMORY_BUDGET
-from ._hstats import centred_pds, output_names, resolve_tuples, safe_ratio, set_masks, sum_sq
+from ._hstats import centred_pds, result_output_names, resolve_tuples, safe_ratio, set_masks, sum_sq
 from .._core._model import wrap_model
 from ._partial_dependence import check_budget, check_n_max, prepare_data, subsample
 
@@ -146,4 +146,4 @@ def functional_anova(
         intercept, main, inter = intercept[0], main[..., 0], inter[..., 0]
         main_share, inter_share, residual_share = main_share[..., 0], inter_share[..., 0], residual_share[..., 0]
     return FunctionalANOVA(rows, intercept, main, inter, main_share, inter_share, residual_share,
-                           names, pair_list, output_names(wrapped))
+                           names, pair_list, result_output_names(wrapped))

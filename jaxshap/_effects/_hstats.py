@@ -28,7 +28,7 @@ import numpy as np
 
 from .._core._validate import DEFAULT_MEMORY_BUDGET
 from .._core._inputs import check_finite_outputs
-from .._core._inputs import output_names as names_of_outputs
+from .._core._inputs import default_output_names
 from .._core._model import Model, wrap_model
 from .._core._validate import is_integer
 from ._partial_dependence import (
@@ -153,8 +153,8 @@ def resolve_tuples(spec: Any, names: Sequence[str], size: int, arg: str) -> tupl
     return tuple(out)
 
 
-def output_names(model: Model) -> tuple[str, ...] | None:
-    return None if model.single_output else names_of_outputs(model.n_outputs)
+def result_output_names(model: Model) -> tuple[str, ...] | None:
+    return None if model.single_output else default_output_names(model.n_outputs)
 
 
 # --- the result -------------------------------------------------------------------------------
@@ -340,7 +340,7 @@ def h_statistic(
     if wrapped.single_output:
         overall, pairwise, total = overall[..., 0], pairwise[..., 0], total[..., 0]
         threeway = None if threeway is None else threeway[..., 0]
-    return HStatistics(overall, pairwise, total, threeway, names, all_pairs, triple_list, output_names(wrapped))
+    return HStatistics(overall, pairwise, total, threeway, names, all_pairs, triple_list, result_output_names(wrapped))
 
 
 def _unique(sets):

@@ -18,7 +18,7 @@ every explainer with the same configuration and shapes: a second instance, or on
 of a training loop, does not recompile. Concrete rows are padded to a few capacities (the padded
 chunks are skipped, not evaluated), so a new number of rows rarely compiles either.
 
-Scale (see :meth:`Explainer.__call__` and :meth:`Explainer.explain_batches`):
+Scale (see :meth:`CoalitionExplainer.__call__` and :meth:`CoalitionExplainer.explain_batches`):
 
 * memory: the working set is one chunk, sized from ``memory_budget`` (model evaluations plus the
   estimator's own working set); only the inputs and the results (``[n, M]``) grow with the
@@ -48,14 +48,13 @@ from ..maskers import Independent, Masker
 from .._core._validate import DEFAULT_MEMORY_BUDGET
 from .._core._validate import memory_budget as check_memory_budget
 from .._core._chunking import chunk_capacity, map_chunks, plan_chunks
-from .._core._inputs import align_columns, as_matrix, check_finite_rows, check_n_features, is_traced, output_names
+from .._core._inputs import align_columns, as_matrix, check_finite_rows, check_n_features, default_output_names, is_traced
 from .._core._inputs import resolve_feature_names
 from .._core._links import check_link_outputs, link_function, resolve_link
 from .._core._model import model_errors, wrap_model
 from ._shap_api import SHAP_BACKGROUND_ROWS, ShapAPI, is_rows, precision, warn_large_background
 from ._program import host_or_device
 from ._rows import RowExplainer
-from .._core._streaming import as_rows  # noqa: F401  (re-exported for code that imported it from here)
 
 ValueFn = Callable[[jax.Array], jax.Array]
 
@@ -102,7 +101,7 @@ def as_masker(masker: Any, max_samples: int | None = None, who: str = "explainer
     return Independent(masker, max_samples=max_samples)
 
 
-class Explainer(ShapAPI, RowExplainer):
+class CoalitionExplainer(ShapAPI, RowExplainer):
     """Base class of the model-agnostic explainers (not used directly).
 
     Args:
@@ -267,5 +266,5 @@ class Explainer(ShapAPI, RowExplainer):
         feature_names = resolve_feature_names(self._names, self.n_features, self.masker.feature_names, names)
         outputs = None
         if not self.model.single_output:
-            outputs = self.model.output_names or output_names(self.model.n_outputs)
+            outputs = self.model.output_names or default_output_names(self.model.n_outputs)
         return Explanation(phi, base, X, stderr, feature_names, outputs)

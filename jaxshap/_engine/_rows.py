@@ -35,7 +35,7 @@ from .._core._model import model_errors
 from ._program import run_rows
 from .._core._progress import ProgressBar, wants_progress
 from .._core._pytree import register_fields
-from .._core._streaming import check_batch_size, cut_batches, is_array, total_rows
+from .._core._streaming import check_batch_size, cut_batches, is_single_batch, total_rows
 
 
 class RowExplainer:
@@ -251,10 +251,10 @@ class RowExplainer:
         batch_size = check_batch_size(batch_size)
         key = as_key(key)
         show = wants_progress(progress)
-        if is_array(batches):  # a DataFrame's columns are matched to the explainer's once, before it is cut
+        if is_single_batch(batches):  # a DataFrame's columns are matched to the explainer's once, before it is cut
             batches = self._align(batches)
         bar = ProgressBar(total_rows(batches)) if show else None
-        if batch_size is None and is_array(batches):
+        if batch_size is None and is_single_batch(batches):
             n = max(int(batches.shape[0]), 1)  # planned for one row: an empty array yields no batch
             rows, _ = self._plan(n)
             batch_size = plan_blocks(n, rows, self._evals_per_row())

@@ -10,7 +10,7 @@ import numpy as np
 
 from .._core._chunking import map_chunks
 from .._core._validate import DEFAULT_MEMORY_BUDGET, flag, integer, number
-from .._engine._explainer import Explainer
+from .._engine._explainer import CoalitionExplainer
 from .._core._inputs import is_traced
 from .._engine._program import Deferred
 from .._estimators._kernel import kernel_shapley, third_order_ridge
@@ -39,7 +39,7 @@ def _sampler_choice(sampler: Any) -> Sampler | Auto:
     return Sampler.resolve(sampler, others=("auto",))
 
 
-class KernelExplainer(Explainer):
+class KernelExplainer(CoalitionExplainer):
     r"""KernelSHAP: Shapley values as a weighted least-squares fit over sampled coalitions.
 
     Coalitions ``S`` are drawn under the Shapley kernel ``k(M, s) = (M - 1) / (C(M, s) s (M - s))``
@@ -123,7 +123,7 @@ class KernelExplainer(Explainer):
       feature_names: optional feature names.
       memory_budget: bytes one chunk of evaluations may use.
       link: ``"identity"`` or ``"logit"`` (explain the log-odds of a probability output, as
-        shap's ``link``; see :class:`jaxshap._engine._explainer.Explainer`).
+        shap's ``link``; see :class:`jaxshap._engine._explainer.CoalitionExplainer`).
 
     Raises:
       ValueError: for a budget that is not an integer, ``None`` or ``"auto"``, or below the

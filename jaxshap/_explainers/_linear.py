@@ -24,10 +24,10 @@ from .._core._inputs import (
     check_walks,
     column_names,
     is_traced,
-    output_names,
+    default_output_names,
     resolve_feature_names,
 )
-from .._core._model import output_names_of
+from .._core._model import declared_output_names
 from .._engine._shap_api import ShapAPI, linear_background
 from .._engine._rows import RowExplainer
 from .._algebra._linear import exact_transform, sampled_transform, to_data_units
@@ -175,7 +175,7 @@ class LinearExplainer(ShapAPI, RowExplainer):
         n_permutations = check_walks(n_permutations, 2)
         self.feature_perturbation = feature_perturbation
         coef, intercept, self._single = parse_linear_model(model)
-        self._output_names = output_names_of(model, coef.shape[0])  # a classifier's classes_
+        self._output_names = declared_output_names(model, coef.shape[0])  # a classifier's classes_
         correlated = feature_perturbation == "correlation_dependent"
         data = linear_background(data, feature_perturbation)  # the rows shap's LinearExplainer uses
         mean, cov, names, dtype, from_data = self._moments(data, coef.shape[1], need_cov=correlated)
@@ -338,7 +338,7 @@ class LinearExplainer(ShapAPI, RowExplainer):
         if self._single:
             phi, base = drop_output_axis((phi, base))
         feature_names = resolve_feature_names(self._names, self.n_features, self._data_names, names)
-        outputs = None if self._single else (self._output_names or output_names(self.coef.shape[0]))
+        outputs = None if self._single else (self._output_names or default_output_names(self.coef.shape[0]))
         return Explanation(phi, base, X, None, feature_names, outputs)
 
     def __call__(self, X: Any, key: Any = None, *, progress: bool | None = None, devices: Any = None) -> Explanation:

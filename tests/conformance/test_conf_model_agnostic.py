@@ -7,7 +7,7 @@ import pytest
 import scipy.special
 
 import jaxshap
-from conformance_data import adult, assert_exact, assert_no_worse, assert_no_worse_over_seeds, california
+from conformance_data import adult, assert_exact, assert_no_worse_over_seeds, california
 
 shap = pytest.importorskip("shap")
 sklearn = pytest.importorskip("sklearn")

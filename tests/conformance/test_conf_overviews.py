@@ -131,7 +131,7 @@ def test_Explaining_quantitative_measures_of_fairness_1():
     and ``ev + shap_values.sum(1)``."""
     np.random.seed(0)
     N = 1000
-    sex = np.random.randint(0, 2, N) == 1
+    np.random.randint(0, 2, N)  # the notebook draws a protected attribute here; drawn to keep the stream
     income_stability, income_amount = np.random.rand(N), np.random.rand(N)
     spending_restraint, consistency = np.random.rand(N), np.random.rand(N)
     customer_quality = income_stability * income_amount * spending_restraint * consistency

@@ -20,7 +20,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from ..._core._inputs import align_columns, as_key, is_traced, resolve_feature_names
 from ..._core._progress import ProgressBar, wants_progress
 from ..._core._sharding import row_mesh
-from ..._core._streaming import check_batch_size, is_array, total_rows
+from ..._core._streaming import check_batch_size, is_single_batch, total_rows
 from ..._engine._explainer import drop_output_axis
 from ..._engine._shap_api import interactions_as_values
 from ..._result._explanation import Explanation
@@ -159,7 +159,7 @@ class ExplainRows:
         """
         del key
         batch_size = check_batch_size(batch_size) or STREAM_BATCH_ROWS
-        if is_array(batches) or hasattr(batches, "tocsr"):
+        if is_single_batch(batches) or hasattr(batches, "tocsr"):
             parts, labels, total = _array_batches(batches, y, batch_size)
         else:
             parts, total = batches, total_rows(batches)

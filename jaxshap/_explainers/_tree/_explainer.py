@@ -15,7 +15,7 @@ import jax
 import numpy as np
 
 from ..._core._inputs import float_dtype
-from ..._core._model import output_names_of
+from ..._core._model import declared_output_names
 from ..._core._progress import ProgressBar, wants_progress
 from ..._core._validate import DEFAULT_MEMORY_BUDGET, choice, memory_budget as check_memory_budget
 from ..._engine._shap_api import ShapAPI, shap_background
@@ -158,7 +158,7 @@ class TreeExplainer(ExplainRows, ShapAPI):
         if data is not None:
             self._read_background(data, recount=explicit == "tree_path_dependent")
         self.n_outputs = self._output.n_outputs
-        self._output_names = output_names_of(model, self.n_outputs)  # a classifier's classes_
+        self._output_names = declared_output_names(model, self.n_outputs)  # a classifier's classes_
         self._set_builder()
 
     def _set_builder(self) -> None:
