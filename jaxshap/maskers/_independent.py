@@ -37,8 +37,7 @@ def sample(X: Any, nsamples: int = 100, random_state: int = 0) -> Any:
     Raises:
       ValueError: for an ``nsamples`` that is not a positive integer.
     """
-    if isinstance(nsamples, bool) or not isinstance(nsamples, (int, np.integer)) or nsamples < 1:
-        raise ValueError(f"`nsamples` must be a positive integer; got {nsamples!r}.")
+    nsamples = integer(nsamples, "nsamples", least=1)
     n = int(X.shape[0]) if hasattr(X, "shape") else len(X)
     if nsamples >= n:
         return X
