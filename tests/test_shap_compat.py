@@ -267,10 +267,10 @@ def test_explain_batches_on_an_empty_array_yields_nothing():
 
 def test_an_int_key_too_large_names_key():
     ex = jaxshap.ExactExplainer(lambda Z: Z.sum(-1), np.zeros((3, M), np.float32))
-    for bad in (2**40, 2**70, -(2**40)):
-        with pytest.raises(ValueError, match=r"`key` must be .*int seed in \[-2\*\*31, 2\*\*32\)"):
+    for bad in (2**63, 2**70, -(2**63) - 1):  # jax.random.key itself raises a bare OverflowError
+        with pytest.raises(ValueError, match=r"`key` must be .*int seed in \[-2\*\*63, 2\*\*63\)"):
             ex(X.astype(np.float32), key=bad)
-    ex(X.astype(np.float32), key=2**32 - 1)
+    ex(X.astype(np.float32), key=2**40)  # what jax.random.key takes, taken as it does
 
 
 def test_gaussian_masker_centres_a_float32_feature_with_mean_1e6():
@@ -289,3 +289,22 @@ def test_gaussian_masker_centres_a_float32_feature_with_mean_1e6():
         X64 = X32.astype(np.float64)  # the same numbers, in float64
         want = np.asarray(jaxshap.ExactExplainer(model, jaxshap.maskers.Gaussian.fit(X64))(X64[:5]).values)
     assert np.abs(got - want).max() < 6e-4 * np.abs(want).max()
+
+
+def test_a_host_model_given_float64_rows_receives_them_in_float64_on_every_thread():
+    """The rows reach a NumPy model as float64 whichever thread runs the callback: XLA may run it on
+    a thread of its own, where the explainer's local float64 mode does not hold and JAX would cut
+    the rows to float32 (a KNN classifier's ties then break otherwise, silently)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 4)) + 0.1  # values that float32 cannot hold exactly
+    seen = []
+
+    def model(Z):
+        seen.append(np.asarray(Z).dtype)
+        return np.asarray(Z) @ np.arange(1.0, 5.0)
+
+    for _ in range(3):
+        explainer = jaxshap.Explainer(model, X[:100])
+        for n in (3, 8, 5, 13, 20):
+            explainer(X[100 : 100 + n])
+    assert seen and set(seen) == {np.dtype(np.float64)}

@@ -347,16 +347,16 @@ def as_key(key: Any) -> jax.Array:
     """Return a PRNG key: ``None`` means the fixed default ``jax.random.key(0)``; an int seeds one.
 
     Raises:
+      ValueError: for an int seed outside what ``jax.random.key`` takes, ``[-2**63, 2**63)``.
       TypeError: for anything that is not a JAX key (``jax.random.key``, or a legacy
         ``jax.random.PRNGKey`` of shape ``[2]`` and dtype uint32), an int or ``None``.
     """
     if key is None:
         return seed_key(0)
     if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):
-        bits = 64 if jax.config.jax_enable_x64 else 32  # JAX keeps this many bits of a seed
-        return seed_key(integer(key, "key", least=-(2 ** (bits - 1)), most=2**bits - 1, rule=(
-            f"a JAX PRNG key such as jax.random.key(0), or an int seed in [-2**{bits - 1}, 2**{bits}) (JAX keeps "
-            f"{bits} bits of a seed{'' if bits == 64 else ' without x64'}, so larger ones would collide)")))
+        # exactly the seeds jax.random.key takes (it keeps their low 32 bits without x64)
+        return seed_key(integer(key, "key", least=-(2**63), most=2**63 - 1, rule=(
+            "a JAX PRNG key such as jax.random.key(0), or an int seed in [-2**63, 2**63)")))
     dtype = getattr(key, "dtype", None)
     if dtype is not None and isinstance(key, (jax.Array, np.ndarray)):
         if jnp.issubdtype(dtype, jax.dtypes.prng_key) and np.ndim(key) == 0:

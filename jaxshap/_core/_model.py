@@ -94,7 +94,8 @@ def local_x64() -> Iterator[None]:
 
     JAX checks a host callback's outputs in the thread that runs it, where a thread-local x64
     setting does not hold; so under this context a host model hands back float32 outputs,
-    widened to float64 in the program (its inputs, the rows, keep all their float64 digits).
+    widened to float64 in the program, and its inputs, the rows, travel as their float64 bits
+    (uint32 pairs), which no thread narrows.
     """
     token = _LOCAL_X64.set(True)
     try:
@@ -107,12 +108,16 @@ def local_x64() -> Iterator[None]:
 def _host_fn(model: Callable, n_features: int, k: int, dtype: Any, single: bool) -> Callable:
     tail = () if single else (k,)
     wide = np.dtype(dtype)
-    if wide == np.float64 and _LOCAL_X64.get():
+    local = wide == np.float64 and _LOCAL_X64.get()
+    if local:
         dtype = np.float32  # handed back narrow, widened in the program (see local_x64)
 
     def host_call(x: np.ndarray) -> np.ndarray:
         try:
-            flat = np.asarray(x).reshape(-1, n_features)
+            x = np.asarray(x)
+            if local:  # the rows travel as their float64 bits (see fn)
+                x = np.ascontiguousarray(x).view(np.float64).reshape(x.shape[:-1])
+            flat = x.reshape(-1, n_features)
             parts = []
             for i in range(0, flat.shape[0], HOST_BATCH_ROWS):
                 rows_i = flat[i : i + HOST_BATCH_ROWS]
@@ -132,6 +137,10 @@ def _host_fn(model: Callable, n_features: int, k: int, dtype: Any, single: bool)
 
     def fn(x):
         shape = jax.ShapeDtypeStruct(x.shape[:-1] + (k,), dtype)
+        if local:
+            # The callback may run on a thread where the local x64 mode does not hold, and JAX would
+            # then hand it the rows cut to float32; their bits as uint32 pairs arrive whole.
+            x = jax.lax.bitcast_convert_type(x, jnp.uint32)
         return jax.pure_callback(host_call, shape, x, vmap_method="expand_dims").astype(wide)
 
     return fn

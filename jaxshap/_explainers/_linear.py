@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._result._explanation import Explanation
+from .._core._warnings import user_stacklevel
 from .._algebra._covariance import check_numeric, host64, sample_moments, standard_gaussian, warn_regularised
 from .._algebra._gaussian import precision_matrix
 from .._core._validate import DEFAULT_MEMORY_BUDGET, choice
@@ -212,16 +213,16 @@ class LinearExplainer(ShapAPI, RowExplainer):
         A correlation matrix singular in float32 (by the default cut-off) but not in float64 is
         used unregularised: ``wide`` is then the float64 Gaussian the transform is computed
         from, and the float32 one carries its correlations rounded. Otherwise ``wide`` is
-        ``None``. Warns, once, about whichever happened (the caller's caller is blamed).
+        ``None``. Warns, once, about whichever happened (the user's line is blamed).
         """
         g, status = standard_gaussian(mean, cov, rcond=rcond, name=name, dtype=dtype, exact_moments=from_data)
         if status.rank_deficient and rcond is None and jnp.dtype(dtype).itemsize < 8 and not is_traced(g.corr):
             with jax.enable_x64(True):
                 g64, status64 = standard_gaussian(mean, cov, rcond=None, name=name, dtype=jnp.float64, exact_moments=from_data)
             if not status64.rank_deficient:
-                warnings.warn(FLOAT32_ONLY_SINGULAR.format(name=name), UserWarning, stacklevel=3)
+                warnings.warn(FLOAT32_ONLY_SINGULAR.format(name=name), UserWarning, stacklevel=user_stacklevel())
                 return g._replace(corr=jnp.asarray(np.asarray(g64.corr), dtype), shrinkage=jnp.zeros((), dtype)), g64
-        warn_regularised(status, name, stacklevel=3)
+        warn_regularised(status, name, stacklevel=user_stacklevel())
         return g, None
 
     def _resolve_method(self, method: str) -> str:

@@ -187,9 +187,6 @@ def _iris_example(make_model):
     assert_exact(got0.values, want0.values, what="values[..., 0]")
 
 
-@pytest.mark.xfail(strict=False, reason="open defect: for some row counts of a DataFrame (3 and 8 of these rows, not 1, 2 or 5) "
-                   "the float64 rows of a host model reach it as float32, and KNN's ties then break otherwise "
-                   "(values up to 0.006 off the NumPy oracle); a NumPy array of the same rows stays float64")
 def test_Iris_classification_with_scikit_learn_1():
     """notebooks/tabular_examples/model_agnostic/Iris classification with scikit-learn.ipynb:
     ``KNeighborsClassifier``."""
