@@ -78,9 +78,9 @@ def number(value: Any, name: str, *, least: float | None = None, above: float | 
     ok = ok and (below is None or value < below)
     if not ok:
         if rule is None:
-            parts = [f"at least {least}" if least is not None else "", f"above {above}" if above is not None else "",
-                     f"below {below}" if below is not None else ""]
-            rule = "a finite number" + "".join(f" {p}" if i == 0 else f" and {p}" for i, p in enumerate(filter(None, parts)))
+            bounds = [f"{word} {bound}" for word, bound in (("at least", least), ("above", above), ("below", below))
+                      if bound is not None]
+            rule = " ".join(["a finite number"] + [" and ".join(bounds)] * bool(bounds))
         raise _fail(name, rule, value)
     return float(value)
 

@@ -35,7 +35,7 @@ from .._estimators._kernel import kernel_shapley
 from .._result._explanation import Explanation
 from ..maskers import Independent
 from ._amortized_file import load_explainer, save_explainer
-from ._gradient import reject_weights
+from ._gradient import check_plain_background
 
 EXACT_REFERENCE_FEATURES = 10
 """Up to this many features the validation rows are explained exactly (2**M coalitions), above
@@ -181,7 +181,7 @@ class AmortizedExplainer(RowExplainer):
         if background is None:
             raise ValueError("`background` is required: pass background rows [B, M] (for example 100 training rows).")
         masker = background if isinstance(background, Independent) else Independent(background)
-        reject_weights(masker, "AmortizedExplainer")
+        check_plain_background(masker, "AmortizedExplainer")
         self.masker = masker
         self.n_features = masker.n_features
         self.hidden = _check_hidden(hidden, self.n_features)

@@ -44,7 +44,7 @@ def differentiable_model(model: Callable, n_features: int, dtype: Any, probe: ja
     return wrapped
 
 
-def reject_weights(masker: Any, who: str) -> None:
+def check_plain_background(masker: Any, who: str) -> None:
     """Raise for a background these explainers would misread: a weighted one (a k-means summary,
     whose rows they would use unweighted) or a masker whose attribution is not the Shapley value
     (a ``Partition`` masker's Owen values, whose hierarchy they would ignore)."""
@@ -162,7 +162,7 @@ class GradientExplainer(RowExplainer):
             raise ValueError("`background` is required: pass background rows [B, M] (for example 100 training rows).")
         # every background row is kept (the cost is n_samples per row, whatever their number)
         masker = background if isinstance(background, Independent) else Independent(background, max_samples=None)
-        reject_weights(masker, "GradientExplainer")
+        check_plain_background(masker, "GradientExplainer")
         self.background = masker.data
         self.n_features = masker.n_features
         self.n_samples = int(n_samples)

@@ -36,9 +36,12 @@ class TreeReader(abc.ABC):
     Attributes:
       formats: the models the reader reads, in words (listed when a model is not recognised),
         e.g. ``"XGBoost: Booster, XGBRegressor, XGBClassifier"``.
+      width_from_rows: the format names no number of features, so the rows tell it (features
+        past the last split add nothing); the ensemble it reads counts up to its last split.
     """
 
     formats: str = ""
+    width_from_rows: bool = False
 
     def __init_subclass__(cls, register: bool = True, **kwargs: Any):
         super().__init_subclass__(**kwargs)

@@ -29,13 +29,13 @@ from ._ensemble import TreeEnsemble, make_tree, stack_trees
 from ._reader import TreeReader
 
 SOURCE = "shap tree dict"
-"""The ensemble's ``source``: its width is the rows' (features past its last split add nothing)."""
+"""The ensemble's ``source``, for messages."""
 
 OUTPUT_TRANSFORMS = {"raw_value": "identity", "log_odds": "sigmoid", "probability": "identity"}
 """``tree_output`` -> the ensemble's output transform."""
 
-LOSSES = {"squared_error": "squared_error", "binary_crossentropy": "binary_crossentropy"}
-"""``objective`` -> the ensemble's training loss."""
+LOSSES = ("squared_error", "binary_crossentropy")
+"""The ``objective`` values read (the ensemble's training loss of the same name)."""
 
 _KEYS = (("features", "feature"), ("thresholds", "threshold"), ("values", "value"))
 
@@ -99,7 +99,7 @@ def load_shap_dict(model: dict) -> TreeEnsemble:
     e = stack_trees(read, base, n_features, SOURCE)
     precision = np.dtype(model.get("input_dtype", np.float64)).type
     return dataclasses.replace(
-        e, precision=precision, output_transform=OUTPUT_TRANSFORMS[tree_output], loss=None if objective is None else LOSSES[objective]
+        e, precision=precision, output_transform=OUTPUT_TRANSFORMS[tree_output], loss=objective
     )
 
 
@@ -108,6 +108,7 @@ class ShapDictReader(TreeReader):
 
     formats = ("shap's dictionary format ({'trees': [{'children_left', 'children_right', 'children_default', "
                "'features', 'thresholds', 'values', 'node_sample_weight'}, ...]})")
+    width_from_rows = True
 
     def recognises(self, model: Any) -> bool:
         return is_shap_dict(model)

@@ -26,7 +26,6 @@ from ..._engine._shap_api import interactions_as_values
 from ..._result._explanation import Explanation
 from ..._tree._interactions import build_groups, interaction_values
 from ..._tree._rows import host_rows
-from ..._tree._shap_dict import SOURCE as SHAP_DICT
 from ._build import put
 from ._outputs import assert_additive
 
@@ -68,7 +67,7 @@ class ExplainRows:
     """TreeExplainer's explaining methods (mixed into :class:`~jaxshap.TreeExplainer`)."""
 
     def _check_n_features(self, X: np.ndarray, name: str) -> None:
-        if X.shape[1] > self.n_features and self.ensemble.source == SHAP_DICT and self._background_rows is None:
+        if X.shape[1] > self.n_features and self._reader.width_from_rows and self._background_rows is None:
             self._widen(X.shape[1])  # a dict model names no width: features past its last split add nothing
         if X.shape[1] != self.n_features:
             raise ValueError(
