@@ -160,3 +160,25 @@ class Masker(abc.ABC):
         whose mean marginal contributions are the Shapley values.
         """
         return permutation_ranks(sample_permutations(key, self.n_features, n_orders))
+
+    # --- conditional sampling (causal Shapley values and learned conditionals use it) -------------
+    def draw_conditional(self, key: jax.Array, rows: jax.Array, given: jax.Array) -> jax.Array:
+        r"""One draw of :math:`X_{\bar G} \mid X_G = r_G` for each row ``r``: ``[N, M]``.
+
+        The columns in ``given`` keep ``rows``' values; the others are drawn from this masker's
+        model of the data's conditional distribution given them, independently for each row (the
+        rows may differ in their given values, as when a causal chain draws one group after
+        another). Maskers without a conditional distribution of their own raise.
+
+        Args:
+          key: PRNG key.
+          rows: ``[N, M]`` rows holding the given values.
+          given: ``[M]`` boolean, ``True`` where the value is given.
+
+        Raises:
+          NotImplementedError: naming the masker, for maskers that cannot draw conditionally.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} has no conditional distribution to draw from; causal Shapley values need "
+            "a masker that has one (jaxshap.maskers.Gaussian, GaussianCopula, GaussianMixture, Empirical, Generative)."
+        )
