@@ -30,7 +30,8 @@ from .._core._validate import DEFAULT_MEMORY_BUDGET
 from .._core._inputs import check_finite_outputs
 from .._core._inputs import default_output_names
 from .._core._model import Model, wrap_model
-from .._core._validate import is_integer
+from .._core._validate import integer, is_integer
+from ._mobius import check_set_count, mobius, mobius_plan, sets_up_to, split_rows
 from ._partial_dependence import (
     MIXED_ROWS_HINT,
     check_budget,
@@ -176,13 +177,19 @@ class HStatistics:
       total: scalar: :math:`H^2`, the share of prediction variance not explained by the sum
         of the main effects.
       threeway: ``[T]``: :math:`H^2_{jkl}` for the requested ``triples``, or ``None``.
+      by_order: with ``order=k``, ``{j: {S: H^2_S}}`` for ``j = 2 .. k``: every set ``S`` of
+        ``j`` features (a sorted index tuple), :math:`H^2_S = \sum_i g_S^2 / \sum_i \hat F_S^2`
+        with :math:`g_S` the inclusion-exclusion of the centred partial dependences of the
+        subsets of ``S``; ``by_order[2]`` holds the values of ``pairwise``. ``None`` without ``order``.
       feature_names: the ``M`` feature names (static).
       pairs: the computed pairs, sorted index tuples (static).
       triples: the computed triples (static).
       output_names: the ``K`` output names, or ``None`` for a single output (static).
+      order: the ``order`` asked for, or ``None`` (static).
     """
 
-    def __init__(self, overall, pairwise, total, threeway, feature_names, pairs, triples, output_names):
+    def __init__(self, overall, pairwise, total, threeway, feature_names, pairs, triples, output_names,
+                 by_order=None, order=None):
         self.overall = overall
         self.pairwise = pairwise
         self.total = total
@@ -191,14 +198,18 @@ class HStatistics:
         self.pairs = tuple(tuple(p) for p in pairs)
         self.triples = tuple(tuple(t) for t in triples)
         self.output_names = None if output_names is None else tuple(output_names)
+        self.by_order = by_order
+        self.order = None if order is None else int(order)
 
     def tree_flatten(self):
-        children = (self.overall, self.pairwise, self.total, self.threeway)
-        return children, (self.feature_names, self.pairs, self.triples, self.output_names)
+        children = (self.overall, self.pairwise, self.total, self.threeway, self.by_order)
+        return children, (self.feature_names, self.pairs, self.triples, self.output_names, self.order)
 
     @classmethod
     def tree_unflatten(cls, aux, children):
-        return cls(*children, *aux)
+        *arrays, by_order = children
+        *names, order = aux
+        return cls(*arrays, *names, by_order, order)
 
     def ranked_pairs(self, output: int = 0) -> list[tuple[str, str, float]]:
         """The computed pairs as ``(name_j, name_k, H^2_jk)``, strongest first (for one output)."""
@@ -227,6 +238,7 @@ def h_statistic(
     key: Any = None,
     pairs: Any = None,
     triples: Any = None,
+    order: int | None = None,
     feature_names: Sequence[str] | None = None,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
 ) -> HStatistics:
@@ -267,6 +279,13 @@ def h_statistic(
         of feature positions or names.
       triples: a sequence of feature triples for three-way statistics (their pairs are computed
         too); ``None`` for none.
+      order: ``None``, or ``k >= 2`` for :math:`H^2_S` of every set of ``j = 2 .. k`` features
+        in ``by_order`` (Friedman & Popescu's statistic generalised to ``j`` features):
+        :math:`H^2_S = \sum_i g_S(x^{(i)})^2 / \sum_i \hat F_S(x^{(i)}_S)^2` with
+        :math:`g_S = \sum_{T \subseteq S} (-1)^{|S|-|T|} \hat F_T` (:math:`\hat F_\emptyset = 0`),
+        the interaction of exactly the features of ``S``; it equals ``pairwise`` for ``j = 2``
+        and ``threeway`` for ``j = 3``. Costs ``sum_{j <= k} C(M, j)`` sets of ``n^2`` model
+        evaluations (with the ``M`` complements), computed exactly up to 65,535 sets; excludes ``pairs``.
       feature_names: names of the ``M`` features (default: DataFrame columns, else ``Feature j``).
       memory_budget: bytes of working memory one chunk of model evaluations may use.
 
@@ -275,7 +294,8 @@ def h_statistic(
 
     Raises:
       ValueError: for NaN/inf in ``X`` or in the model's output, bad ``n_max``, features out of range, unknown names,
-        malformed pairs or triples.
+        malformed pairs or triples, an ``order`` outside 2 to ``M``, with ``pairs``, or with more sets
+        than can be computed (naming ``order`` and the cost).
       TypeError: for a model that cannot be called or arguments of the wrong type.
     """
     X, names = prepare_data(X, feature_names)
@@ -283,16 +303,7 @@ def h_statistic(
     n_max = check_n_max(n_max, allow_none=False)
     m = X.shape[1]
     triple_list = () if triples is None else resolve_tuples(triples, names, 3, "triples")
-    top_m = None
-    if pairs is None:
-        pair_list = tuple(itertools.combinations(range(m), 2))
-    elif is_integer(pairs):
-        if pairs < 0:
-            raise ValueError(f"`pairs` as an int is a number of features (0 to {m}); got {pairs}.")
-        top_m, pair_list = min(int(pairs), m), None
-    else:
-        pair_list = resolve_tuples(pairs, names, 2, "pairs")
-
+    top_m, pair_list, order = _requested_pairs(pairs, order, names)
     rows, row_ids = subsample(X, n_max, key, return_index=True)
     wrapped = wrap_model(model, m, X.dtype, rows[:2])
 
@@ -300,8 +311,12 @@ def h_statistic(
     singles = [(j,) for j in range(m)]
     complements = [tuple(k for k in range(m) if k != j) for j in range(m)]
     sets = singles + complements
+    family = []  # with `order`: every set of up to `order` features, closed under subsets
+    if order is not None:
+        check_set_count(m, order, rows.shape[0], "order")
+        family = _unique(sets_up_to(m, order) + list(triple_list))
     if top_m is None:
-        sets += _with_subpairs(pair_list, triple_list) + list(triple_list)
+        sets += _with_subpairs(pair_list, triple_list) + list(triple_list) + family
     else:
         f, F, floor = centred_pds(wrapped, rows, set_masks(m, _unique(sets)), budget, row_ids=row_ids)
         where = {s: r for r, s in enumerate(_unique(sets))}
@@ -312,8 +327,53 @@ def h_statistic(
         pair_list = tuple(itertools.combinations(top, 2))
         more = [s for s in _with_subpairs(pair_list, triple_list) + list(triple_list) if s not in sets]
         sets += more
-    where = {s: r for r, s in enumerate(_unique(sets))}
+    unique = _unique(sets)
+    where = {s: r for r, s in enumerate(unique)}
     all_pairs = tuple(sorted(set(pair_list) | {p for t in triple_list for p in itertools.combinations(t, 2)}))
+    layout = _layout(where, complements, all_pairs, triple_list)
+    if top_m is not None:
+        result = centred_pds(wrapped, rows, set_masks(m, more), budget, _extended_statistics, {**layout, "first": F}, row_ids)
+    elif order is None:
+        result = centred_pds(wrapped, rows, set_masks(m, unique), budget, _statistics, layout, row_ids)
+    else:
+        by_size = [list(itertools.combinations(range(m), j)) for j in range(2, order + 1)]
+        layout["plan"] = mobius_plan(unique, family)
+        layout["order_rows"] = tuple(np.array([where[s] for s in group], dtype=np.int32) for group in by_size)
+        result = centred_pds(wrapped, rows, set_masks(m, unique), budget, _ordered_statistics, layout, row_ids)
+    overall, pairwise, total, threeway = result[:4]
+    threeway = threeway if triple_list else None
+    squeeze = (lambda v: v[..., 0]) if wrapped.single_output else (lambda v: v)
+    overall, pairwise, total = squeeze(overall), squeeze(pairwise), squeeze(total)
+    threeway = None if threeway is None else squeeze(threeway)
+    by_order = None
+    if order is not None:
+        by_order = {len(g[0]): split_rows(squeeze(v), g) for g, v in zip(by_size, result[4])}
+    return HStatistics(overall, pairwise, total, threeway, names, all_pairs, triple_list, result_output_names(wrapped),
+                       by_order, order)
+
+
+def _requested_pairs(pairs: Any, order: Any, names: Sequence[str]):
+    """``(top_m, pair_list, order)`` from the ``pairs`` and ``order`` arguments (checked)."""
+    m = len(names)
+    if order is not None:
+        order = integer(order, "order", least=2, most=max(m, 2), rule=f"an integer from 2 to the number of features ({m})")
+        if m < 2:
+            raise ValueError(f"`order={order}` needs at least 2 features; the data have {m}.")
+        if pairs is not None:
+            raise ValueError(f"`order={order}` computes every set of up to {order} features, all pairs among them: "
+                             "leave `pairs` as None.")
+    if pairs is None:
+        return None, tuple(itertools.combinations(range(m), 2)), order
+    if is_integer(pairs):
+        if pairs < 0:
+            raise ValueError(f"`pairs` as an int is a number of features (0 to {m}); got {pairs}.")
+        return min(int(pairs), m), None, order
+    return None, resolve_tuples(pairs, names, 2, "pairs"), order
+
+
+def _layout(where, complements, all_pairs, triple_list) -> dict:
+    """Rows of the partial dependences that :func:`_statistics` combines, by statistic."""
+    m = len(complements)
     layout = {
         "single": np.arange(m),
         "rest": np.array([where[s] for s in complements]),
@@ -326,21 +386,14 @@ def h_statistic(
             dtype=int,
         ).reshape(-1, 7),
     }
-    layout = {k: jnp.asarray(v) for k, v in layout.items()}
-    if top_m is None:
-        overall, pairwise, total, threeway = centred_pds(
-            wrapped, rows, set_masks(m, _unique(sets)), budget, _statistics, layout, row_ids
-        )
-    else:
-        overall, pairwise, total, threeway = centred_pds(
-            wrapped, rows, set_masks(m, more), budget, _extended_statistics, {**layout, "first": F}, row_ids
-        )
-    if not triple_list:
-        threeway = None
-    if wrapped.single_output:
-        overall, pairwise, total = overall[..., 0], pairwise[..., 0], total[..., 0]
-        threeway = None if threeway is None else threeway[..., 0]
-    return HStatistics(overall, pairwise, total, threeway, names, all_pairs, triple_list, result_output_names(wrapped))
+    return {k: jnp.asarray(v) for k, v in layout.items()}
+
+
+def _ordered_statistics(f, F, floor, *, plan, order_rows, **layout):
+    """:func:`_statistics`, and ``H^2_S`` of the sets of each order from their Möbius components."""
+    G = mobius(F, plan)
+    by_order = tuple(safe_ratio(sum_sq(G[r]), sum_sq(F[r]), floor) for r in order_rows)
+    return (*_statistics(f, F, floor, **layout), by_order)
 
 
 def _unique(sets):
