@@ -288,3 +288,21 @@ def test_errors():
         jaxshap.h_statistic(mlp_jax, X, order=2, pairs=[(0, 1)])
     with pytest.raises(ValueError, match="pairs"):
         jaxshap.h_statistic(mlp_jax, X, order=2, pairs=2)
+
+
+def test_fast_subset_transform_against_explicit_sums():
+    from jaxshap._effects._mobius import check_set_count, mobius, mobius_plan, sets_up_to
+
+    m, k = 7, 5
+    sets = sets_up_to(m, k)
+    values = np.random.default_rng(3).normal(size=(len(sets), 3))
+    F = {(): 0.0, **{S: values[r] for r, S in enumerate(sets)}}
+    shuffled = [sets[r] for r in np.random.default_rng(4).permutation(len(sets))]  # any row order
+    G = np.asarray(mobius(jnp.asarray(np.stack([F[S] for S in shuffled])), mobius_plan(shuffled, shuffled)))
+    for r, S in enumerate(shuffled):
+        want = sum((-1) ** (len(S) - len(T)) * F[T] for T in oracle_subsets(S))
+        np.testing.assert_allclose(G[r], want, rtol=1e-4, atol=1e-4, err_msg=str(S))
+    check_set_count(400, 2, 500, "max_order")  # main effects and pairs: no limit, as without max_order
+    with pytest.raises(ValueError, match="max_order=16"):
+        check_set_count(17, 16, 500, "max_order")
+    check_set_count(16, 16, 500, "max_order")  # every set of 16 features is allowed

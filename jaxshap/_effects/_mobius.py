@@ -13,8 +13,10 @@ transform over the subset lattice) of the centred partial dependences of its sub
 the transform runs one feature at a time (the fast subset transform): for feature ``j``,
 every set ``S`` holding ``j`` subtracts the current value of ``S \ {j}``. After the step for
 ``j`` the value of ``S`` sums, with signs, over the subsets of ``S`` that differ from it in the
-features done so far, so after the last step it is :math:`g_S`. Sets are bit masks: set ``S``
-is the integer with bit ``j`` set for each ``j`` in ``S``.
+features done so far, so after the last step it is :math:`g_S`. With the features in
+descending order the steps group by rank (:func:`mobius_plan`): ``max |S|`` array operations
+whatever the number of features. Sets are bit masks: set ``S`` is the integer with bit ``j``
+set for each ``j`` in ``S`` (a Python int, so any number of features fits).
 """
 
 from __future__ import annotations
@@ -37,11 +39,16 @@ def count_sets(n_features: int, max_order: int) -> int:
 
 
 def check_set_count(n_features: int, max_order: int, n_rows: int, arg: str) -> None:
-    """Refuse an order whose sets are too many to compute exactly, naming the cost.
+    """Refuse an order above 2 whose sets are too many to compute exactly, naming the cost.
+
+    Orders 1 and 2 (main effects and all pairs: ``M (M + 1) / 2`` sets, the H statistics'
+    default) pass whatever ``M``, their cost growing as ``M^2``.
 
     Raises:
-      ValueError: when ``sum_{j <= max_order} C(M, j)`` exceeds :data:`MAX_SETS`.
+      ValueError: when ``max_order > 2`` and ``sum_{j <= max_order} C(M, j)`` exceeds :data:`MAX_SETS`.
     """
+    if max_order <= 2:
+        return
     n_sets = count_sets(n_features, max_order)
     if n_sets > MAX_SETS:
         raise ValueError(
@@ -67,43 +74,47 @@ def set_code(features: Sequence[int]) -> int:
 def mobius_plan(sets: Sequence[tuple[int, ...]], family: Sequence[tuple[int, ...]]) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
     """Index arrays of the fast subset transform over ``family``, as rows of ``sets``.
 
+    Step ``p`` (``p = 1, 2, ...``) takes every set ``S`` of at least ``max(p, 2)`` features and
+    subtracts the value of ``S`` without its ``p``-th largest feature, all sets at once (each
+    reading the values the previous step left). That is the feature-by-feature transform with
+    the features in descending order, run in ``max |S|`` steps instead of ``M``: when ``S``
+    drops its ``p``-th largest feature ``j``, both ``S`` and that parent have dropped exactly
+    the features of ``S`` above ``j`` so far. A pair's component is ``(F_jk - F_j) - F_k``,
+    the subtraction order of :func:`jaxshap.h_statistic`.
+
     Args:
       sets: the feature sets in the order of the rows of the array to transform.
       family: the sets to transform, closed under taking non-empty subsets; each is in ``sets``.
 
     Returns:
-      One ``(members, parents)`` pair per feature that some set of ``family`` holds, features in
-      descending order (so a pair's component is ``(F_jk - F_j) - F_k``, the subtraction order
-      of :func:`jaxshap.h_statistic`): ``members`` are the rows of the sets holding the feature
-      and ``parents`` the rows of those sets without it (singletons have the empty set as
-      parent, which is 0, and are left out).
+      One ``(members, parents)`` pair of row indices per step. Singletons have the empty set
+      as parent, which is 0, and are left out.
 
     Raises:
       ValueError: when ``family`` is not closed under taking subsets (an internal error).
     """
     row = {set_code(s): r for r, s in enumerate(sets)}
-    codes = [set_code(s) for s in family]
-    features = sorted({j for s in family for j in s}, reverse=True)
-    plan = []
-    for j in features:
-        bit = 1 << j
-        members, parents = [], []
-        for code in codes:
-            if code & bit and code != bit:
-                if code ^ bit not in row:
-                    raise ValueError(f"internal: the set {bin(code)} lacks its subset {bin(code ^ bit)}.")
-                members.append(row[code])
-                parents.append(row[code ^ bit])
-        if members:
-            plan.append((np.asarray(members, dtype=np.int32), np.asarray(parents, dtype=np.int32)))
-    return tuple(plan)
+    closed = {set_code(s) for s in family}
+    steps: list[tuple[list[int], list[int]]] = []
+    for s in family:
+        s = tuple(sorted(s))
+        code = set_code(s)
+        for p in range(1, len(s) + 1 if len(s) > 1 else 1):
+            parent = code ^ (1 << s[-p])
+            if parent not in closed:
+                raise ValueError(f"internal: the set {s} lacks its subset {tuple(k for k in s if k != s[-p])}.")
+            while len(steps) < p:
+                steps.append(([], []))
+            steps[p - 1][0].append(row[code])
+            steps[p - 1][1].append(row[parent])
+    return tuple((np.asarray(m, dtype=np.int32), np.asarray(q, dtype=np.int32)) for m, q in steps)
 
 
 def mobius(F: jax.Array, plan: Sequence[tuple[jax.Array, jax.Array]]) -> jax.Array:
     r"""The Möbius transform :math:`g_S = \sum_{T \subseteq S} (-1)^{|S|-|T|} F_T` along axis 0.
 
-    Rows outside the plan's family keep their value. Within one step the rows read (sets
-    without the feature) and the rows written (sets with it) are disjoint.
+    Rows outside the plan's family keep their value. Each step gathers the parents' values
+    as the previous step left them, then scatter-adds their negatives onto the members.
     """
     for members, parents in plan:
         F = F.at[members].add(-F[parents])
