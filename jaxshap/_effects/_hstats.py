@@ -221,6 +221,7 @@ class HStatistics:
 
     def __repr__(self) -> str:
         k = "" if self.output_names is None else f", outputs: {len(self.output_names)}"
+        k += "" if self.order is None else f", order: {self.order}"
         return (
             f"HStatistics(features: {len(self.feature_names)}, pairs: {len(self.pairs)}, "
             f"triples: {len(self.triples)}{k}, total: {np.array2string(np.asarray(self.total), precision=4)})"
