@@ -306,3 +306,16 @@ def test_fast_subset_transform_against_explicit_sums():
     with pytest.raises(ValueError, match="max_order=16"):
         check_set_count(17, 16, 500, "max_order")
     check_set_count(16, 16, 500, "max_order")  # every set of 16 features is allowed
+
+
+def test_numpy_model_and_dataframe_names(reference):
+    pd = pytest.importorskip("pandas")
+    F, g, _ = reference
+    df = pd.DataFrame(X, columns=["a", "b", "c", "d"])
+    a = jaxshap.functional_anova(lambda x: mlp_np(np.asarray(x)).astype(np.float32), df, max_order=3)
+    assert a.feature_names == ("a", "b", "c", "d")
+    for S in [(0,), (1, 3), (0, 2, 3)]:
+        np.testing.assert_allclose(np.asarray(a.components[S]), g[S], atol=3e-5)
+    h = jaxshap.h_statistic(lambda x: mlp_np(np.asarray(x)).astype(np.float32), df, order=3)
+    want = np.sum(g[(0, 1, 2)] ** 2) / np.sum(F[(0, 1, 2)] ** 2)
+    np.testing.assert_allclose(float(h.by_order[3][(0, 1, 2)]), want, rtol=5e-3)
