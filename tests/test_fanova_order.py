@@ -78,7 +78,7 @@ def reference():
 
 @pytest.mark.parametrize("k", [1, 2, 3, 4])
 def test_components_and_shares_match_oracle(reference, k):
-    F, g, fx = reference
+    _, g, fx = reference
     a = jaxshap.functional_anova(mlp_jax, X, max_order=k)
     expected_sets = [S for size in range(1, k + 1) for S in itertools.combinations(range(M), size)]
     assert list(a.components) == expected_sets and list(a.shares) == expected_sets
@@ -190,7 +190,7 @@ def test_additive_model_has_no_components_beyond_the_first():
 
 
 def test_several_outputs(reference):
-    F, g, _ = reference
+    _, g, _ = reference
     f2 = lambda x: jnp.stack([mlp_jax(x), x[:, 0] * x[:, 1] * x[:, 2]], axis=-1)
     a = jaxshap.functional_anova(f2, X, max_order=3)
     single = jaxshap.functional_anova(mlp_jax, X, max_order=3)

@@ -36,7 +36,7 @@ import numpy as np
 
 from .._core._model import wrap_model
 from .._core._validate import DEFAULT_MEMORY_BUDGET, integer
-from ._hstats import centred_pds, result_output_names, resolve_tuples, safe_ratio, set_masks, sum_sq
+from ._hstats import centred_pds, resolve_tuples, result_output_names, safe_ratio, set_masks, sum_sq
 from ._mobius import by_size, check_set_count, mobius, mobius_plan, sets_up_to, split_rows
 from ._partial_dependence import check_budget, check_n_max, prepare_data, subsample
 
