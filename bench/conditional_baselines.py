@@ -29,7 +29,7 @@ def empirical_weights(
     (``Sigma`` the sample covariance, ``ddof=1``), ``w = exp(-D^2 / (2 sigma^2))``, times an
     indicator that the categorical features of ``S`` match exactly (the rows with the fewest
     mismatches when none matches all); then the fewest largest weights holding a share ``eta``
-    of the total, at most ``max_samples`` of them. The empty coalition weighs every row alike.
+    of the total (and the rows tied with the last of them), at most ``max_samples`` of them. The empty coalition weighs every row alike.
     """
     data = np.asarray(data, np.float64)
     x = np.asarray(x, np.float64)
@@ -51,13 +51,14 @@ def empirical_weights(
     w = np.exp(log_w)
     w = w / w.sum()
     order = np.argsort(-w, kind="stable")
-    kept = np.zeros(n)
-    total = 0.0
-    for rank, k in enumerate(order):
-        if (eta < 1.0 and total >= eta) or (max_samples is not None and rank >= max_samples):
+    total, last = 0.0, 0.0
+    for k in order:  # the fewest largest weights holding a share eta of the total
+        if eta < 1.0 and total >= eta:
             break
-        kept[k] = w[k]
-        total += w[k]
+        total, last = total + w[k], w[k]
+    kept = np.where(w >= last, w, 0.0)  # rows tied with the last one kept count too
+    if max_samples is not None:
+        kept[order[max_samples:]] = 0.0
     return kept / kept.sum()
 
 

@@ -45,8 +45,10 @@ class Empirical(Masker):
     the coalition's features, its square divided by :math:`|S|` as in the paper (shapr's code
     divides the square by :math:`|S|^2`, so for :math:`|S| > 1` its weights are flatter than
     these at the same ``sigma``). :math:`K_S` holds the fewest rows, by largest weight, whose
-    weights make up at least a share ``eta`` of the total weight of all rows, and at most
-    ``max_samples`` rows. The empty coalition gives every row of the marginal sample the same
+    weights make up at least a share ``eta`` of the total weight of all rows, together with any
+    row whose weight ties with the last of them (so duplicated rows and categorical-only
+    coalitions do not depend on the rows' order), and at most ``max_samples`` rows (the
+    largest weights). The empty coalition gives every row of the marginal sample the same
     weight: :math:`v_x(\emptyset)` is the mean prediction over it (every row when there are at
     most ``max_samples``, else the ``max_samples`` rows ``shap.utils.sample`` keeps).
 
@@ -162,8 +164,12 @@ class Empirical(Masker):
         log_w = jnp.where(empty, jnp.where(jnp.arange(n) < k, 0.0, none), log_w)
         top, rows = jax.lax.top_k(log_w, k)
         share = jnp.exp(top - top[0]) / jnp.exp(log_w - top[0]).sum()
-        keep = empty | (jnp.cumsum(share) - share < self.eta) if self.eta < 1.0 else True
-        w = jnp.where(keep, share, 0.0)
+        if self.eta < 1.0:
+            within = jnp.cumsum(share) - share < self.eta
+            last = jnp.min(jnp.where(within, share, jnp.inf))  # rows tied with the last one kept count too
+            w = jnp.where(empty | (share >= last), share, 0.0)
+        else:
+            w = share
         return rows, w / w.sum()
 
     def coalition_values(self, f: Callable[[jax.Array], jax.Array], x: jax.Array, masks: jax.Array) -> jax.Array:
