@@ -127,11 +127,12 @@ class GaussianCopula(Masker):
         flat = z.reshape(-1, z.shape[-1])
         return _per_feature(ndtr(flat), self.levels, self.sorted_values).reshape(z.shape)
 
-    def _draws(self, mask: jax.Array, x: jax.Array, noise: jax.Array) -> jax.Array:
-        """Rows ``[n, M]`` drawn given ``x_S`` through the ``noise`` ``[n, M]``, ``x_S`` kept."""
+    def _draws(self, mask: jax.Array, x: jax.Array, z: jax.Array, noise: jax.Array) -> jax.Array:
+        """Rows ``[n, M]`` drawn given ``x_S`` (standardised scores ``z``) through the ``noise``
+        ``[n, M]``, ``x_S`` kept."""
         g = self._g
-        z = g.mean + g.scale * conditional_draws(g.corr, mask, g.standardize(self.scores(x)), noise)
-        return jnp.where(mask[None, :], x[None, :], self.from_scores(z))
+        draws = g.mean + g.scale * conditional_draws(g.corr, mask, z, noise)
+        return jnp.where(mask[None, :], x[None, :], self.from_scores(draws))
 
     # --- the masker protocol -------------------------------------------------------------------
     @property
@@ -158,7 +159,8 @@ class GaussianCopula(Masker):
 
     def conditional_samples(self, x: jax.Array, masks: jax.Array) -> jax.Array:
         """Draws of ``X`` given ``X_S = x_S`` for each coalition: ``[C, n_samples, M]``."""
-        return jax.vmap(lambda mask: self._draws(mask, x, self.noise))(masks)
+        z = self._g.standardize(self.scores(x))
+        return jax.vmap(lambda mask: self._draws(mask, x, z, self.noise))(masks)
 
     def coalition_values(self, f: Callable[[jax.Array], jax.Array], x: jax.Array, masks: jax.Array) -> jax.Array:
         """``v_x(S)`` for each coalition in ``masks``: ``[C, K]`` Monte-Carlo means over the shared draws.
@@ -176,7 +178,8 @@ class GaussianCopula(Masker):
         rows = jnp.asarray(rows, self.dtype)
         given = jnp.asarray(given, bool)
         noise = jax.random.normal(key, rows.shape, self.dtype)
-        return jax.vmap(lambda r, e: self._draws(given, r, e[None, :])[0])(rows, noise)
+        z = self._g.standardize(self.scores(rows))
+        return jax.vmap(lambda r, zr, e: self._draws(given, r, zr, e[None, :])[0])(rows, z, noise)
 
     def __repr__(self) -> str:
         return f"GaussianCopula(features: {self.n_features}, rows: {self.sorted_values.shape[0]}, n_samples: {self.n_samples})"
