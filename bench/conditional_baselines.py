@@ -41,12 +41,11 @@ def empirical_weights(
     d2 = np.zeros(n)
     if cont:
         precision = np.linalg.inv(np.atleast_2d(np.cov(data[:, cont], rowvar=False)))
-        for k in range(n):
-            diff = x[cont] - data[k, cont]
-            d2[k] = diff @ precision @ diff / len(cont)
+        diff = x[cont] - data[:, cont]
+        d2 = np.einsum("ki,ij,kj->k", diff, precision, diff) / len(cont)
     log_w = -(d2 - d2.min()) / (2.0 * sigma**2)
     if cats:
-        misses = np.array([sum(data[k, j] != x[j] for j in cats) for k in range(n)])
+        misses = (data[:, cats] != x[cats]).sum(1)
         log_w = np.where(misses > misses.min(), -np.inf, log_w - log_w[misses == misses.min()].max())
     w = np.exp(log_w)
     w = w / w.sum()
