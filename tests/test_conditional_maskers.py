@@ -356,3 +356,14 @@ def test_other_bad_inputs():
         Empirical(data, max_samples=0)
     with pytest.raises(ValueError, match="`n_samples`"):
         GaussianCopula(data[:, :2], n_samples=0)
+
+
+def test_auto_explainer_and_frame_names():
+    data, _, rng = correlated(120, seed=18)
+    frame = pd.DataFrame(data.astype(np.float32), columns=["a", "b", "c", "d"])
+    for masker in (Empirical(frame), GaussianCopula(frame, n_samples=64)):
+        assert masker.feature_names == ("a", "b", "c", "d")
+        expl = jaxshap.Explainer(model, masker)(frame.iloc[:2])
+        assert list(expl.feature_names) == ["a", "b", "c", "d"]
+        total = np.asarray(expl.values).sum(1) + np.asarray(expl.base_values)
+        np.testing.assert_allclose(total, np.asarray(model(jnp.asarray(frame.to_numpy()[:2]))), atol=1e-5)
