@@ -8,8 +8,10 @@ subclass and one export line here.
 """
 
 from ._base import Masker
+from ._copula import GaussianCopula
+from ._empirical import Empirical
 from ._gaussian import Gaussian
 from ._independent import Independent
 from ._partition import Partition
 
-__all__ = ["Gaussian", "Independent", "Masker", "Partition"]
+__all__ = ["Empirical", "Gaussian", "GaussianCopula", "Independent", "Masker", "Partition"]

@@ -17,6 +17,13 @@ from ._base import Masker
 DEFAULT_SAMPLES = 2048
 
 
+def antithetic_noise(key: Any, n_samples: int, n_features: int, dtype: Any) -> jax.Array:
+    """``[n_samples, n_features]`` standard-normal draws in antithetic pairs ``(e, -e)`` from
+    ``key`` (``None``: ``jax.random.key(0)``); for an even ``n_samples`` their mean is exactly zero."""
+    half = jax.random.normal(as_key(key), ((n_samples + 1) // 2, n_features), dtype)
+    return jnp.concatenate([half, -half], axis=0)[:n_samples]
+
+
 class Gaussian(Masker):
     r"""Observational (conditional) coalition values under :math:`X \sim \mathcal N(\mu, \Sigma)`.
 
@@ -91,8 +98,7 @@ class Gaussian(Masker):
         if feature_names is not None and len(feature_names) != m:
             raise ValueError(f"`feature_names` has {len(feature_names)} names but `mean` has {m} features.")
         self.feature_names = None if feature_names is None else tuple(str(n) for n in feature_names)
-        half = jax.random.normal(as_key(key), ((n_samples + 1) // 2, m), self._g.mean.dtype)
-        self.noise = jnp.concatenate([half, -half], axis=0)[:n_samples]
+        self.noise = antithetic_noise(key, n_samples, m, self._g.mean.dtype)
 
     @classmethod
     def fit(

@@ -1,0 +1,209 @@
+"""The empirical observational value function of Aas, Jullum & Loland (2021): ``maskers.Empirical``."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.linalg import solve_triangular
+
+from .._algebra._covariance import prepare, sample_moments
+from .._core._categorical import categorical_columns, category_codes, check_codes
+from .._core._inputs import as_matrix, check_finite, column_names, is_traced
+from .._core._validate import integer, number
+from ._base import Masker
+from ._independent import shap_sample_rows
+
+DEFAULT_MAX_SAMPLES = 1000
+"""Training rows a coalition value averages over at most (shapr's ``n_samples``)."""
+
+ETA_RULE = "a number in (0, 1] (the share of the total kernel weight kept; 0.95 by default)"
+
+
+def _check_eta(eta: Any) -> float:
+    eta = number(eta, "eta", above=0.0, rule=ETA_RULE)
+    if eta > 1.0:
+        raise ValueError(f"`eta` must be {ETA_RULE}; got {eta!r}.")
+    return eta
+
+
+class Empirical(Masker):
+    r"""Observational coalition values from kernel-weighted training rows (Aas, Jullum & Loland 2021).
+
+    .. math::
+
+        v_x(S) = \frac{\sum_{k \in K_S} w_k\, f(x_S, d_{k,\bar S})}{\sum_{k \in K_S} w_k},
+        \qquad w_k = \exp\Bigl(-\frac{D_S(x, d_k)^2}{2\sigma^2}\Bigr),
+        \qquad D_S(x, d)^2 = \frac{(x_S - d_S)^\top \Sigma_{SS}^{-1} (x_S - d_S)}{|S|},
+
+    over the training rows :math:`d_k` ("Explaining individual predictions when features are
+    dependent: More accurate approximations to Shapley values", Artificial Intelligence 298,
+    2021, section 3.3; shapr's ``approach = "empirical"`` with a fixed ``sigma``).
+    :math:`\Sigma` is the data's sample covariance and :math:`D_S` the Mahalanobis distance on
+    the coalition's features, its square divided by :math:`|S|` as in the paper (shapr's code
+    divides the square by :math:`|S|^2`, so for :math:`|S| > 1` its weights are flatter than
+    these at the same ``sigma``). :math:`K_S` holds the fewest rows, by largest weight, whose
+    weights make up at least a share ``eta`` of the total weight of all rows, together with any
+    row whose weight ties with the last of them (so duplicated rows and categorical-only
+    coalitions do not depend on the rows' order), and at most ``max_samples`` rows (the
+    largest weights). The empty coalition gives every row of the marginal sample the same
+    weight: :math:`v_x(\emptyset)` is the mean prediction over it (every row when there are at
+    most ``max_samples``, else the ``max_samples`` rows ``shap.utils.sample`` keeps).
+
+    Compiled per coalition: :math:`\Sigma_{SS}^{-1}` through the Cholesky factor of the
+    correlation matrix with the rows and columns outside ``S`` replaced by the identity, the
+    distances to all ``N`` rows, ``jax.lax.top_k`` to ``max_samples``, and the weights beyond
+    the ``eta`` cut set to zero. Weights are computed relative to the nearest row (as shapr
+    does), so they never all underflow. With ``sigma`` very large and ``eta = 1`` every row
+    counts alike and the values are :class:`Independent`'s; as ``sigma`` goes to 0 only the
+    nearest row counts.
+
+    **Categorical columns** (integer codes) take part through an indicator kernel: a row has
+    weight only when it matches ``x`` exactly on every categorical feature in ``S``; they are
+    left out of the Mahalanobis part, whose :math:`|S|` counts the continuous features of ``S``.
+    When no row matches all of them, the rows that match on the most count (a documented
+    fallback, so that the value stays defined). The explained rows hold the same codes.
+
+    Args:
+      data: training rows ``[N, M]`` (array or DataFrame; a pandas ``category`` column is read
+        as its codes and counts as categorical).
+      sigma: the kernel's bandwidth, positive (0.1, as Aas et al. and shapr).
+      eta: in ``(0, 1]``: the share of the total weight the kept rows make up (0.95).
+      max_samples: at most this many rows per coalition (default 1000, shapr's ``n_samples``;
+        ``None``: all ``N``). It bounds the cost: ``evals_per_coalition`` is
+        ``min(max_samples, N)`` model evaluations.
+      categorical: indices or names of the categorical columns.
+      feature_names: names of the ``M`` features (default: a DataFrame's columns).
+
+    Raises:
+      ValueError: for fewer than two rows, NaN or inf in ``data``, a ``sigma`` that is not
+        positive, an ``eta`` outside ``(0, 1]``, a bad ``max_samples``, or a ``categorical``
+        column that does not hold integer codes.
+
+    Example::
+
+        masker = jaxshap.maskers.Empirical(X_train, sigma=0.1, eta=0.95)
+        expl = jaxshap.ExactExplainer(model, masker)(X)
+    """
+
+    def __init__(
+        self,
+        data: Any,
+        sigma: float = 0.1,
+        eta: float = 0.95,
+        *,
+        max_samples: int | None = DEFAULT_MAX_SAMPLES,
+        categorical: Any = None,
+        feature_names: Sequence[str] | None = None,
+    ):
+        names = column_names(data) if feature_names is None else [str(n) for n in feature_names]
+        data, found = category_codes(data)
+        x = as_matrix(data, "data")
+        check_finite(x, "data")
+        n, m = x.shape
+        if n < 2:
+            raise ValueError(f"`data` has {n} row(s); the Mahalanobis distance needs a covariance, so at least 2.")
+        if names is not None and len(names) != m:
+            raise ValueError(f"`feature_names` has {len(names)} names but `data` has {m} features.")
+        self.feature_names = None if names is None else tuple(names)
+        self.sigma = number(sigma, "sigma", above=0.0, rule="a positive number (the kernel's bandwidth; 0.1 by default)")
+        self.eta = _check_eta(eta)
+        if max_samples is not None:
+            max_samples = integer(max_samples, "max_samples", least=1, rule="a positive integer or None (every row)")
+        self.max_samples = n if max_samples is None else min(max_samples, n)
+        self.categorical = categorical_columns(categorical, m, names, found)
+        if not is_traced(x):
+            check_codes(np.asarray(x), self.categorical, names)
+        if self.max_samples < n:  # the marginal sample first: the empty coalition averages over rows [0, n_kept)
+            first = shap_sample_rows(n, self.max_samples)
+            x = x[np.concatenate([first, np.setdiff1d(np.arange(n), first)])]
+        self._continuous = tuple(j not in self.categorical for j in range(m))
+        numeric = jnp.where(jnp.asarray(self._continuous), x, 0.0)  # categorical columns: constant, independent
+        mean, cov = sample_moments(numeric)
+        g = prepare(mean, cov, rcond=None, name="data", dtype=x.dtype, exact_moments=not is_traced(x))
+        self.data = x
+        self._scores = g.standardize(numeric)
+        self._centre, self._unit, self._corr = g.mean, g.safe_scale, g.corr
+
+    # --- the masker protocol -------------------------------------------------------------------
+    @property
+    def n_features(self) -> int:
+        return self.data.shape[1]
+
+    @property
+    def dtype(self):
+        return self.data.dtype
+
+    @property
+    def evals_per_coalition(self) -> int:
+        """Model evaluations that one coalition value costs: ``min(max_samples, N)``."""
+        return self.max_samples
+
+    @property
+    def probe_rows(self) -> jax.Array:
+        """A few training rows, to probe a model's output shape."""
+        return self.data[:16]
+
+    def kept_weights(self, x: jax.Array, mask: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """``(rows [K], weights [K])``: the training rows coalition ``mask`` averages over for row
+        ``x`` and their normalised weights (zero beyond the ``eta`` cut), ``K = min(max_samples, N)``."""
+        n, k, dtype = self.data.shape[0], self.max_samples, self.data.dtype
+        s = (mask & jnp.asarray(self._continuous)).astype(dtype)
+        diff = s * ((x - self._centre) / self._unit - self._scores)  # [N, M], zero outside S
+        factor = jnp.linalg.cholesky(s[:, None] * self._corr * s[None, :] + jnp.diag(1.0 - s))
+        whitened = solve_triangular(factor, diff.T, lower=True)  # [M, N]
+        log_w = -(whitened**2).sum(0) / (jnp.maximum(s.sum(), 1.0) * 2.0 * self.sigma**2)
+        none = jnp.asarray(jnp.finfo(dtype).min / 4, dtype)
+        if self.categorical:
+            cat = np.asarray(self.categorical)
+            misses = ((self.data[:, cat] != x[cat]) & mask[cat]).sum(1)
+            log_w = jnp.where(misses > misses.min(), none, log_w)
+        empty = ~mask.any()
+        log_w = jnp.where(empty, jnp.where(jnp.arange(n) < k, 0.0, none), log_w)
+        top, rows = jax.lax.top_k(log_w, k)
+        share = jnp.exp(top - top[0]) / jnp.exp(log_w - top[0]).sum()
+        if self.eta < 1.0:
+            within = jnp.cumsum(share) - share < self.eta
+            last = jnp.min(jnp.where(within, share, jnp.inf))  # rows tied with the last one kept count too
+            w = jnp.where(empty | (share >= last), share, 0.0)
+        else:
+            w = share
+        return rows, w / w.sum()
+
+    def coalition_values(self, f: Callable[[jax.Array], jax.Array], x: jax.Array, masks: jax.Array) -> jax.Array:
+        """``v_x(S)`` for each coalition in ``masks``.
+
+        Args:
+          f: model mapping ``[..., M]`` to ``[..., K]``.
+          x: the explained row, ``[M]``.
+          masks: ``[C, M]`` boolean coalitions.
+
+        Returns:
+          ``[C, K]`` coalition values (kernel-weighted means over the kept training rows).
+        """
+        c, n = masks.shape[0], self.data.shape[0]
+        # The distances hold [N, M] per coalition: batched so they take no more than the model's
+        # inputs ([max_samples, M] per coalition) that the chunk planner budgets for.
+        batch = c if n <= self.max_samples else max(1, (c * self.max_samples) // n)
+        rows, w = jax.lax.map(lambda mask: self.kept_weights(x, mask), masks, batch_size=min(batch, c))
+        inputs = jnp.where(masks[:, None, :], x[None, None, :], self.data[rows])
+        return jnp.einsum("cbk,cb->ck", f(inputs), w)
+
+    def draw_conditional(self, key: jax.Array, rows: jax.Array, given: jax.Array) -> jax.Array:
+        """One draw per row: a training row picked with probability proportional to the kept
+        weights of coalition ``given`` (:meth:`kept_weights`), the given columns kept: ``[N, M]``."""
+        rows = jnp.asarray(rows, self.dtype)
+        given = jnp.asarray(given, bool)
+
+        def one(k, r):
+            index, w = self.kept_weights(r, given)
+            pick = jax.random.categorical(k, jnp.log(w))
+            return jnp.where(given, r, self.data[index[pick]])
+
+        return jax.vmap(one)(jax.random.split(key, rows.shape[0]), rows)
+
+    def __repr__(self) -> str:
+        shape = tuple(self.data.shape) if not is_traced(self.data) else "traced"
+        return f"Empirical(data: {shape}, sigma: {self.sigma:g}, eta: {self.eta:g}, max_samples: {self.max_samples})"
