@@ -11,5 +11,6 @@ from ._base import Masker
 from ._gaussian import Gaussian
 from ._independent import Independent
 from ._partition import Partition
+from ._surrogate import Surrogate
 
-__all__ = ["Gaussian", "Independent", "Masker", "Partition"]
+__all__ = ["Gaussian", "Independent", "Masker", "Partition", "Surrogate"]
