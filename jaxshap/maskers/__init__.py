@@ -9,8 +9,9 @@ subclass and one export line here.
 
 from ._base import Masker
 from ._gaussian import Gaussian
+from ._generative import Generative
 from ._independent import Independent
 from ._partition import Partition
 from ._surrogate import Surrogate
 
-__all__ = ["Gaussian", "Independent", "Masker", "Partition", "Surrogate"]
+__all__ = ["Gaussian", "Generative", "Independent", "Masker", "Partition", "Surrogate"]
