@@ -5,6 +5,11 @@ Every masker subclasses :class:`Masker` (``n_features``, ``dtype``, ``evals_per_
 attribution hooks whose defaults give Shapley values) and is a pytree by that alone, so that it
 can be passed through ``jax.jit`` and ``jax.grad``. A new masker is one module defining a
 subclass and one export line here.
+
+Learned value functions, trained with optax on random coalitions of the data:
+:class:`Surrogate` (a network predicting the model's output from ``x_S``, no model evaluations
+per coalition) and :class:`Generative` (a masked variational autoencoder that draws
+``X_{-S} | x_S``).
 """
 
 from ._base import Masker

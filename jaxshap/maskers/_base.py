@@ -68,8 +68,9 @@ class Masker(abc.ABC):
     when :attr:`attribution` is not :data:`SHAPLEY`.
 
     Concrete maskers: :class:`jaxshap.maskers.Independent` (interventional),
-    :class:`jaxshap.maskers.Partition` (interventional, Owen values over a feature hierarchy) and
-    :class:`jaxshap.maskers.Gaussian` (observational).
+    :class:`jaxshap.maskers.Partition` (interventional, Owen values over a feature hierarchy),
+    :class:`jaxshap.maskers.Gaussian` (observational) and the learned observational ones,
+    :class:`jaxshap.maskers.Surrogate` and :class:`jaxshap.maskers.Generative`.
     """
 
     feature_names: tuple[str, ...] | None = None
