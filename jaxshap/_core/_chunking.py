@@ -99,9 +99,8 @@ def plan_chunks(
     holds each row's estimator working set (``working_set_per_row`` bytes: masks, design and
     Gram matrices, which do not shrink with coalition chunks) and, per coalition, the value
     function's own working memory besides the model (``bytes_per_coalition``: a learned masker's
-    network activations). Whole rows are preferred (every
-    coalition of a row in one chunk); when a single row does not fit, rows go one at a time and
-    their coalitions are chunked instead. Chunks are then balanced (the fewest chunks that fit,
+    network activations). Whole rows are preferred (every coalition of a row in one chunk); when
+    a single row does not fit, rows go one at a time and their coalitions are chunked instead. Chunks are then balanced (the fewest chunks that fit,
     made equal), so padding wastes less than one row or coalition per chunk. On a CPU the
     budget is further capped by :func:`chunk_bytes`.
     """
