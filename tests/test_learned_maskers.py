@@ -149,6 +149,10 @@ def test_surrogate_multi_output_and_errors(gaussian_rows):
     again = jaxshap.maskers.Surrogate(two, gaussian_rows[:200], key=1, hidden=4, epochs=2)  # reproducible from key
     for a, b in zip(jax.tree_util.tree_leaves(mk.params), jax.tree_util.tree_leaves(again.params)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    stopped = jaxshap.maskers.Surrogate(two, gaussian_rows[:200], key=2, hidden=4, epochs=200, patience=2)
+    errors = stopped.history_["validation_error"]
+    assert len(errors) < 200 and min(errors[-2:]) >= min(errors[:-2])  # stopped after 2 epochs without progress
+    assert stopped.validation_loss_ == min(errors)
     with pytest.raises(ValueError, match="epochs"):
         jaxshap.maskers.Surrogate(linear, gaussian_rows, epochs=0)
     with pytest.raises(ValueError, match="validation_fraction"):
@@ -262,3 +266,12 @@ def test_uniform_size_masks_sizes_are_uniform():
     np.testing.assert_allclose(freq, 0.2, atol=0.01)
     pairs = masks[masks.sum(1) == 2]
     np.testing.assert_allclose(pairs.mean(0), 0.5, atol=0.02)  # a uniform subset given the size
+
+
+def test_chunk_planner_counts_a_maskers_own_memory():
+    from jaxshap._core._chunking import chunk_bytes, chunk_capacity
+
+    budget = 2**22
+    rows_plain, _ = chunk_capacity(8, 0, 100, budget)
+    rows_net, coalitions = chunk_capacity(8, 0, 100, budget, 0, 1024)  # 1 KiB of activations per coalition
+    assert coalitions == 8 and rows_net == chunk_bytes(budget) // (8 * 1024) < rows_plain
