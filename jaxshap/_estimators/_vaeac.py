@@ -157,7 +157,11 @@ def draw(params: dict, layout: Layout, coded: jax.Array, masks: jax.Array, eps_z
 
     ``z = mu + sd * eps_z`` from the masked encoder, then numeric columns ``mean + sd * eps_num``
     and categories ``argmax(logits + gumbel)`` (the Gumbel-max trick: a draw from the softmax).
+    ``coded [r, W]`` and ``masks [r, M]`` hold ``r = n`` rows, or one row that all ``n`` draws
+    share (its masked encoder then runs once).
     """
     p_mu, p_ls = prior(params, layout, coded, masks)
+    n = eps_z.shape[0]
+    coded, masks = jnp.broadcast_to(coded, (n, coded.shape[-1])), jnp.broadcast_to(masks, (n, masks.shape[-1]))
     mean, log_sd, logits = decode(params, layout, p_mu + jnp.exp(p_ls) * eps_z, coded, masks)
     return mean + jnp.exp(log_sd) * eps_num, jnp.argmax(logits + gumbel, axis=-1)

@@ -179,23 +179,22 @@ class Generative(Masker):
         return self.cost_
 
     def _draws(self, rows: jax.Array, masks: jax.Array, eps_z, eps_num, gumbel) -> jax.Array:
-        """One draw per row of ``rows [n, M]`` given ``masks [n, M]``, in the data's units."""
+        """``n`` draws (``eps_z [n, L]``) given ``rows [r, M]`` and ``masks [r, M]``, in the data's
+        units: one per row (``r = n``), or all of one row (``r = 1``)."""
         lay = self.layout
         zs, codes = self._split_columns(rows)
         num, cat = draw(self.params, lay, encode(lay, zs, codes), masks, eps_z, eps_num, gumbel)
-        out = jnp.zeros_like(rows)
+        out = jnp.zeros((eps_z.shape[0], rows.shape[-1]), rows.dtype)
         out = out.at[:, np.array(lay.numeric, dtype=np.int32)].set(self.x_mean + self.x_scale * num)
         out = out.at[:, np.array(lay.categorical, dtype=np.int32)].set(cat.astype(rows.dtype))
         return jnp.where(masks, rows, out)
 
     def conditional_samples(self, x: jax.Array, masks: jax.Array) -> jax.Array:
         """Draws of ``X`` given ``X_S = x_S`` for each coalition: ``[C, n_samples, M]`` (shared draws)."""
-        n = self.n_samples
         noise = self.noise
 
         def one(mask):
-            rows, ms = jnp.broadcast_to(x, (n, x.shape[0])), jnp.broadcast_to(mask, (n, x.shape[0]))
-            return self._draws(rows, ms, noise["z"], noise["numeric"], noise["gumbel"])
+            return self._draws(x[None, :], mask[None, :], noise["z"], noise["numeric"], noise["gumbel"])
 
         return jax.vmap(one)(masks)
 
