@@ -91,19 +91,21 @@ def plan_chunks(
     bytes_per_eval: int,
     memory_budget: int,
     working_set_per_row: int = 0,
+    bytes_per_coalition: int = 0,
 ) -> tuple[int, int]:
     """Choose ``(rows_per_chunk, coalitions_per_chunk)`` so one chunk fits the budget.
 
     One chunk evaluates the model on ``rows * coalitions * evals_per_coalition`` inputs and
     holds each row's estimator working set (``working_set_per_row`` bytes: masks, design and
-    Gram matrices, which do not shrink with coalition chunks). Whole rows are preferred (every
-    coalition of a row in one chunk); when a single row does not fit, rows go one at a time and
-    their coalitions are chunked instead. Chunks are then balanced (the fewest chunks that fit,
+    Gram matrices, which do not shrink with coalition chunks) and, per coalition, the value
+    function's own working memory besides the model (``bytes_per_coalition``: a learned masker's
+    network activations). Whole rows are preferred (every coalition of a row in one chunk); when
+    a single row does not fit, rows go one at a time and their coalitions are chunked instead. Chunks are then balanced (the fewest chunks that fit,
     made equal), so padding wastes less than one row or coalition per chunk. On a CPU the
     budget is further capped by :func:`chunk_bytes`.
     """
     rows, coalitions = chunk_capacity(
-        coalitions_per_row, evals_per_coalition, bytes_per_eval, memory_budget, working_set_per_row
+        coalitions_per_row, evals_per_coalition, bytes_per_eval, memory_budget, working_set_per_row, bytes_per_coalition
     )
     if coalitions < coalitions_per_row:
         return 1, coalitions
@@ -116,10 +118,11 @@ def chunk_capacity(
     bytes_per_eval: int,
     memory_budget: int,
     working_set_per_row: int = 0,
+    bytes_per_coalition: int = 0,
 ) -> tuple[int, int]:
     """The largest ``(rows_per_chunk, coalitions_per_chunk)`` that fits the budget, whatever ``n``."""
     memory_budget = chunk_bytes(memory_budget)
-    per_coalition = max(evals_per_coalition * bytes_per_eval, 1)
+    per_coalition = max(evals_per_coalition * bytes_per_eval + max(int(bytes_per_coalition), 0), 1)
     per_row = per_coalition * coalitions_per_row + max(int(working_set_per_row), 0)
     if per_row <= memory_budget:
         return max(1, memory_budget // per_row), coalitions_per_row

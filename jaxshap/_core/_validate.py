@@ -99,6 +99,20 @@ def choice(value: Any, name: str, options: Sequence[Any]) -> Any:
     return value
 
 
+def layer_widths(value: Any, name: str = "hidden") -> tuple[int, ...]:
+    """A network's hidden layer widths: one positive integer or a sequence of them, as a tuple.
+
+    Raises:
+      ValueError: naming ``name``, for anything else.
+    """
+    if is_integer(value):
+        value = (value,)
+    try:
+        return tuple(integer(h, name, least=1, rule="a positive layer width, or a sequence of them") for h in value)
+    except TypeError as err:
+        raise ValueError(f"`{name}` must be a sequence of layer widths such as (256, 256); got {value!r}.") from err
+
+
 def memory_budget(value: Any) -> int:
     """``memory_budget``: a positive integer number of bytes.
 

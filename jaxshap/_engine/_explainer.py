@@ -153,6 +153,8 @@ class CoalitionExplainer(ShapAPI, RowExplainer):
         self.n_features = self.masker.n_features
         self._check_n_features(self.n_features)
         self.model = wrap_model(model, self.n_features, self.masker.dtype, self.masker.probe_rows)
+        with model_errors():
+            self.masker.check_model(self.model.fn)
         if self.link != "identity":
             with model_errors():
                 check_link_outputs(self.link, self.model.fn(jnp.asarray(self.masker.probe_rows[:256])))
@@ -221,6 +223,7 @@ class CoalitionExplainer(ShapAPI, RowExplainer):
             self.model.bytes_per_row + np.dtype(self.masker.dtype).itemsize * self.n_features,
             self.memory_budget,
             self._working_set_per_row(),
+            self.masker.bytes_per_coalition,
         )
         if exact:
             return plan_chunks(n_rows, *args)

@@ -12,7 +12,8 @@ FastSHAP objective (Jethani et al., 2022, ICLR) with an optax optimizer:
   with the decay :math:`\min(a, (1 + t) / (10 + t))`, so early iterates fade fast;
 * after every epoch the average is scored on held-out rows by the relative error
   :math:`\|\phi - \phi_{\mathrm{ref}}\|_F / \|\phi_{\mathrm{ref}}\|_F`; the best average is
-  kept and training stops after ``patience`` epochs without improvement (:func:`early_stop`).
+  kept and training stops after ``patience`` epochs without improvement (the shared loop of
+  :mod:`jaxshap._estimators._training`).
 
 Every function is pure: PRNG keys are explicit, sizes are static Python ints in
 :class:`TrainingConfig`, and the same key gives the same parameters.
@@ -20,7 +21,6 @@ Every function is pure: PRNG keys are explicit, sizes are static Python ints in
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -28,6 +28,12 @@ import jax.numpy as jnp
 import optax
 
 from ._fastshap import all_coalitions, apply_mlp, fastshap_loss, init_mlp, normalise, sample_paired_masks
+from ._training import Stopping, default_optimizer, early_stop, shuffled_batches, train_epochs
+
+__all__ = [
+    "Scaling", "Stopping", "TrainingConfig", "default_optimizer", "early_stop", "init_network", "make_epoch",
+    "make_loss", "make_step", "network_values", "train_amortized",
+]
 
 
 class TrainingConfig(NamedTuple):
@@ -89,19 +95,6 @@ def init_network(key: jax.Array, config: TrainingConfig, dtype: Any) -> list[dic
     """The untrained network: ``M`` inputs, ``config.hidden``, ``M K`` outputs (:func:`init_mlp`)."""
     m, k = config.n_features, config.n_outputs
     return init_mlp(key, (m,) + tuple(config.hidden) + (m * k,), dtype)
-
-
-def default_optimizer(learning_rate: float, steps: int) -> optax.GradientTransformation:
-    """Adam with a linear warmup over the first 5 % of ``steps`` and a cosine decay to 1 % of the peak.
-
-    Without a whole warmup step (fewer than 20 steps) the schedule is the cosine decay alone.
-    """
-    warmup = steps // 20
-    if warmup:
-        schedule = optax.warmup_cosine_decay_schedule(0.0, learning_rate, warmup, steps, end_value=0.01 * learning_rate)
-    else:
-        schedule = optax.cosine_decay_schedule(learning_rate, max(steps, 1), alpha=0.01)
-    return optax.adam(schedule)
 
 
 def make_loss(config: TrainingConfig, model_fn: Callable, background: jax.Array, scaling: Scaling) -> Callable:
@@ -170,38 +163,16 @@ def make_epoch(config: TrainingConfig, model_fn: Callable, background: jax.Array
     sits the epoch out); one :func:`make_step` per batch runs in a ``lax.scan``.
     """
     step = make_step(config, make_loss(config, model_fn, background, scaling), optimizer, scaling.x_scale)
-    batch_size, m = config.batch_size, config.n_features
+    batch_size = config.batch_size
 
     def epoch(params, average, state, count, rows, key):
         k_perm, k_steps = jax.random.split(key)
-        n_batches = rows.shape[0] // batch_size
-        order = jax.random.permutation(k_perm, rows.shape[0])[: n_batches * batch_size]
-        batches = rows[order].reshape(n_batches, batch_size, m)
-        keys = jax.random.split(k_steps, n_batches)
+        batches = shuffled_batches(k_perm, rows, batch_size)
+        keys = jax.random.split(k_steps, batches.shape[0])
         (params, average, state, count), losses = jax.lax.scan(step, (params, average, state, count), (batches, keys))
         return params, average, state, count, losses.mean()
 
     return jax.jit(epoch)
-
-
-class Stopping(NamedTuple):
-    """Early stopping's state: the best validation error, its parameters, epochs since it."""
-
-    best: float
-    params: Any
-    waited: int
-
-
-def early_stop(state: Stopping, error: float, params: Any, patience: int) -> tuple[Stopping, bool]:
-    """Record one epoch's validation ``error``: ``(new state, stop now)``.
-
-    A strictly lower error becomes the best (with its ``params``); otherwise the wait grows, and
-    training stops once it reaches ``patience``.
-    """
-    if error < state.best:
-        return Stopping(error, params, 0), False
-    waited = state.waited + 1
-    return state._replace(waited=waited), waited >= patience
 
 
 def train_amortized(
@@ -248,18 +219,14 @@ def train_amortized(
     epoch_fn = make_epoch(config, model_fn, background, scaling, optimizer)
     fx_val = model_fn(X_val)
     val_phi = jax.jit(lambda p: network_values(p, scaling, X_val, fx_val))
-    stopping = Stopping(math.inf, params, 0)
-    history = {"loss": [], "validation_error": []}
-    for e in range(config.epochs):
-        params, average, state, count, loss = epoch_fn(params, average, state, count, rows, jax.random.fold_in(train_key, e))
-        err = float(jnp.sqrt(((val_phi(average) - ref) ** 2).sum())) / ref_norm
-        history["loss"].append(float(loss))
-        history["validation_error"].append(err)
-        if on_epoch is not None:
-            on_epoch(rows.shape[0])
-        if not math.isfinite(err):
-            raise FloatingPointError(f"training diverged at epoch {e} (validation error {err}); lower `learning_rate`.")
-        stopping, stop = early_stop(stopping, err, average, config.patience)
-        if stop:
-            break
-    return stopping.params, history
+
+    def run_epoch(state, key):
+        *state, loss = epoch_fn(*state, rows, key)
+        return tuple(state), loss
+
+    def error(average):
+        return jnp.sqrt(((val_phi(average) - ref) ** 2).sum()) / ref_norm
+
+    progress = None if on_epoch is None else (lambda: on_epoch(rows.shape[0]))
+    return train_epochs(run_epoch, error, (params, average, state, count), train_key, config.epochs, config.patience,
+                        params_of=lambda s: s[1], on_epoch=progress)

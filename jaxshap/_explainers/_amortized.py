@@ -19,7 +19,7 @@ from .._core._chunking import map_chunks, plan_chunks
 from .._core._inputs import as_key, as_matrix, check_finite, check_n_features, resolve_feature_names
 from .._core._model import wrap_model
 from .._core._progress import ProgressBar, wants_progress
-from .._core._validate import DEFAULT_MEMORY_BUDGET, choice, integer, is_integer, number
+from .._core._validate import DEFAULT_MEMORY_BUDGET, choice, integer, is_integer, layer_widths, number
 from .._core._validate import memory_budget as check_memory_budget
 from .._engine._explainer import drop_output_axis
 from .._engine._rows import RowExplainer
@@ -34,6 +34,7 @@ from .._estimators._fastshap_training import (
 from .._estimators._kernel import kernel_shapley
 from .._result._explanation import Explanation
 from ..maskers import Independent
+from ..maskers._learned import spread
 from ._amortized_file import load_explainer, save_explainer
 from ._gradient import check_plain_background
 
@@ -59,12 +60,7 @@ def _check_hidden(hidden: Any, n_features: int) -> tuple[int, ...]:
     """``hidden`` as a tuple of positive layer widths (``"auto"``: :func:`default_hidden`)."""
     if isinstance(hidden, str) and hidden == "auto":
         return default_hidden(n_features)
-    if is_integer(hidden):
-        hidden = (hidden,)
-    try:
-        return tuple(integer(h, "hidden", least=1, rule="a positive layer width, or a sequence of them") for h in hidden)
-    except TypeError as err:
-        raise ValueError(f"`hidden` must be a sequence of layer widths such as (256, 256); got {hidden!r}.") from err
+    return layer_widths(hidden, "hidden")
 
 
 def _check_n_coalitions(n_coalitions: Any) -> int:
@@ -199,7 +195,7 @@ class AmortizedExplainer(RowExplainer):
         self._dtype = dtype
         data = np.asarray(masker.data, np.float64)
         outputs = np.asarray(self.model.fn(masker.data), np.float64)  # [B, K]
-        self._set_statistics(base=outputs.mean(0), x_mean=data.mean(0), x_scale=_spread(data), y_scale=_spread(outputs))
+        self._set_statistics(base=outputs.mean(0), x_mean=data.mean(0), x_scale=spread(data), y_scale=spread(outputs))
         self.params = None
         self.history_ = None
         self.validation_error_ = None
@@ -474,10 +470,3 @@ def silverman_factor(n_rows: int, n_features: int) -> float:
     """
     d, n = n_features, max(n_rows, 1)
     return float((4.0 / (d + 2)) ** (1.0 / (d + 4)) * n ** (-1.0 / (d + 4)))
-
-
-def _spread(a: np.ndarray) -> np.ndarray:
-    """Column standard deviations, with constant columns (and a zero overall spread) mapped to 1."""
-    std = a.std(axis=0)
-    floor = 1e-6 * max(float(np.abs(a).max()), 1.0)
-    return np.where(std > floor, std, 1.0)

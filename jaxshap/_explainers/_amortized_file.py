@@ -1,20 +1,19 @@
 """The saved form of a trained ``AmortizedExplainer``: one NumPy ``.npz`` file.
 
-The file holds a JSON ``config`` entry (sizes, dtype, names, the training record and
-:data:`FORMAT_VERSION`) and the arrays explaining needs: the base value ``base``, the input and
-output scales ``x_mean``, ``x_scale``, ``y_scale`` and, per layer ``i`` of the network,
-``layer{i}_w`` and ``layer{i}_b``. Neither the model nor the background is saved.
+The file (:mod:`jaxshap._core._saved`) holds a JSON ``config`` entry (sizes, dtype, names, the
+training record, ``kind`` and :data:`FORMAT_VERSION`) and the arrays explaining needs: the base
+value ``base``, the input and output scales ``x_mean``, ``x_scale``, ``y_scale`` and, per layer
+``i`` of the network, ``layer{i}_w`` and ``layer{i}_b``. Neither the model nor the background is saved.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any, Callable
 
 import jax.numpy as jnp
-import numpy as np
 
 from .._core._model import wrap_model
+from .._core._saved import network_arrays, network_from_arrays, read_saved, write_saved
 from .._core._validate import DEFAULT_MEMORY_BUDGET
 
 FORMAT_VERSION = 1
@@ -29,6 +28,7 @@ def save_explainer(explainer: Any, path: str) -> None:
     ex = explainer
     names = ex._resolved_names()
     config = {
+        "kind": "AmortizedExplainer",
         "format_version": FORMAT_VERSION,
         "n_features": ex.n_features,
         "n_outputs": ex.model.n_outputs,
@@ -43,21 +43,7 @@ def save_explainer(explainer: Any, path: str) -> None:
         "history": ex.history_,
     }
     arrays = {name: getattr(ex, name) for name in STATISTICS}
-    for i, layer in enumerate(ex.params):
-        arrays[f"layer{i}_w"], arrays[f"layer{i}_b"] = layer["w"], layer["b"]
-    with open(path, "wb") as fh:
-        np.savez(fh, config=np.array(json.dumps(config)), **{k: np.asarray(v) for k, v in arrays.items()})
-
-
-def _read(path: str) -> tuple[dict, dict]:
-    with np.load(path, allow_pickle=False) as files:
-        if "config" not in files:
-            raise ValueError(f"{path!r} is not a saved AmortizedExplainer (no `config` entry).")
-        config = json.loads(str(files["config"]))
-        arrays = {k: files[k] for k in files.files if k != "config"}
-    if config.get("format_version") != FORMAT_VERSION:
-        raise ValueError(f"{path!r} has format version {config.get('format_version')}; this jaxshap reads {FORMAT_VERSION}.")
-    return config, arrays
+    write_saved(path, config, {**arrays, **network_arrays(ex.params)})
 
 
 def load_explainer(cls: type, path: str, model: Callable) -> Any:
@@ -66,7 +52,7 @@ def load_explainer(cls: type, path: str, model: Callable) -> Any:
     Raises:
       ValueError: when the file is not a saved explainer, or ``model``'s output count differs.
     """
-    config, arrays = _read(path)
+    config, arrays = read_saved(path, "AmortizedExplainer", FORMAT_VERSION)
     obj = object.__new__(cls)
     m = obj.n_features = int(config["n_features"])
     obj.hidden = tuple(config["hidden"])
@@ -84,10 +70,7 @@ def load_explainer(cls: type, path: str, model: Callable) -> Any:
             f"{config['n_outputs']}; pass the model it was trained on."
         )
     obj._set_statistics(*(arrays[name] for name in STATISTICS))
-    n_layers = len(obj.hidden) + 1
-    obj.params = [
-        {"w": jnp.asarray(arrays[f"layer{i}_w"]), "b": jnp.asarray(arrays[f"layer{i}_b"])} for i in range(n_layers)
-    ]
+    obj.params = network_from_arrays(arrays, len(obj.hidden) + 1)
     obj.history_ = config["history"]
     obj.validation_error_ = config["validation_error"]
     obj.fit_seconds_ = config["fit_seconds"]

@@ -5,13 +5,20 @@ Every masker subclasses :class:`Masker` (``n_features``, ``dtype``, ``evals_per_
 attribution hooks whose defaults give Shapley values) and is a pytree by that alone, so that it
 can be passed through ``jax.jit`` and ``jax.grad``. A new masker is one module defining a
 subclass and one export line here.
+
+Learned value functions, trained with optax on random coalitions of the data:
+:class:`Surrogate` (a network predicting the model's output from ``x_S``, no model evaluations
+per coalition) and :class:`Generative` (a masked variational autoencoder that draws
+``X_{-S} | x_S``).
 """
 
 from ._base import Masker
 from ._copula import GaussianCopula
 from ._empirical import Empirical
 from ._gaussian import Gaussian
+from ._generative import Generative
 from ._independent import Independent
 from ._partition import Partition
+from ._surrogate import Surrogate
 
-__all__ = ["Empirical", "Gaussian", "GaussianCopula", "Independent", "Masker", "Partition"]
+__all__ = ["Empirical", "Gaussian", "GaussianCopula", "Generative", "Independent", "Masker", "Partition", "Surrogate"]

@@ -32,7 +32,9 @@ class Masker(abc.ABC):
     * ``evals_per_coalition``: model evaluations one coalition value costs (chunk planning);
     * ``probe_rows``: a few valid input rows ``[b, M]`` to probe a model's output shape;
     * ``feature_names``: names of the ``M`` features, or ``None``;
-    * :meth:`coalition_values`.
+    * :meth:`coalition_values`;
+    * optionally ``bytes_per_coalition`` (memory besides model evaluations) and
+      :meth:`check_model` (refuse a model the masker cannot value).
 
     **Pytree, by rule.** Every subclass is registered as a JAX pytree when its class is defined
     (no decorator): each instance attribute is split by :func:`jaxshap._core._pytree.split`, so
@@ -66,8 +68,9 @@ class Masker(abc.ABC):
     when :attr:`attribution` is not :data:`SHAPLEY`.
 
     Concrete maskers: :class:`jaxshap.maskers.Independent` (interventional),
-    :class:`jaxshap.maskers.Partition` (interventional, Owen values over a feature hierarchy) and
-    :class:`jaxshap.maskers.Gaussian` (observational).
+    :class:`jaxshap.maskers.Partition` (interventional, Owen values over a feature hierarchy),
+    :class:`jaxshap.maskers.Gaussian` (observational) and the learned observational ones,
+    :class:`jaxshap.maskers.Surrogate` and :class:`jaxshap.maskers.Generative`.
     """
 
     feature_names: tuple[str, ...] | None = None
@@ -106,6 +109,17 @@ class Masker(abc.ABC):
     @abc.abstractmethod
     def probe_rows(self) -> jax.Array:
         """A few valid input rows ``[b, M]``, to probe a model's output shape."""
+
+    bytes_per_coalition: int = 0
+    """Working memory that one coalition value needs besides its model evaluations (a learned
+    masker's network activations), counted by the explainers' chunk planner."""
+
+    def check_model(self, f: Callable[[jax.Array], jax.Array]) -> None:
+        """Raise when ``f`` is not a model this masker can value; explainers call it when built.
+
+        Default: every model is. A masker whose values do not come from ``f`` (a surrogate of
+        the model it was trained on) checks here that ``f`` is that model.
+        """
 
     @abc.abstractmethod
     def coalition_values(self, f: Callable[[jax.Array], jax.Array], x: jax.Array, masks: jax.Array) -> jax.Array:
