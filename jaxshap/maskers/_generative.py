@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._core._categorical import categorical_columns, category_codes
 from .._core._inputs import as_key, as_matrix, check_finite, column_names, is_traced
 from .._core._saved import network_arrays, network_from_arrays, read_saved, write_saved
 from .._core._validate import integer, layer_widths
@@ -95,16 +96,16 @@ class Generative(Masker):
         feature_names: Sequence[str] | None = None,
     ):
         names = column_names(data)
-        found = _category_columns(data)
-        x = as_matrix(_codes_of(data, found), "data")
+        data, found = category_codes(data)
+        x = as_matrix(data, "data")
         check_finite(x, "data")
         m = x.shape[1]
         names = names if feature_names is None else list(feature_names)
         if names is not None and len(names) != m:
             raise ValueError(f"`feature_names` has {len(names)} names but `data` has {m} features.")
         self.feature_names = None if names is None else tuple(str(n) for n in names)
-        cat = _categorical_indices(categorical, m, self.feature_names, found)
-        n_cat = _check_codes(np.asarray(x, np.float64), cat, self.feature_names)
+        cat = categorical_columns(categorical, m, self.feature_names, found)
+        n_cat = _category_counts(np.asarray(x, np.float64), cat, self.feature_names)
         latent = integer(latent, "latent", least=1)
         self.hidden = layer_widths(hidden, "hidden")
         n_samples = integer(n_samples, "n_samples", least=1, rule=f"a positive integer ({DEFAULT_SAMPLES} is the default)")
@@ -266,43 +267,7 @@ def _noise(key: jax.Array, n: int, layout: Layout, dtype, antithetic: bool = Tru
     return {"z": normal(k_z, layout.latent), "numeric": normal(k_num, n_num), "gumbel": gumbel}
 
 
-def _category_columns(data: Any) -> tuple[int, ...]:
-    """Indices of a DataFrame's pandas ``category`` columns."""
-    dtypes = getattr(data, "dtypes", None)
-    if dtypes is None or column_names(data) is None:
-        return ()
-    return tuple(j for j, d in enumerate(list(dtypes)) if str(d) == "category")
-
-
-def _codes_of(data: Any, found: tuple[int, ...]) -> Any:
-    """A DataFrame with its ``category`` columns replaced by their codes."""
-    if not found:
-        return data
-    data = data.copy()
-    for j in found:
-        data.isetitem(j, np.asarray(data.iloc[:, j].cat.codes, np.float64))
-    return data
-
-
-def _categorical_indices(categorical: Any, m: int, names, found: tuple[int, ...]) -> tuple[int, ...]:
-    """Sorted indices of the categorical columns: ``categorical`` (indices or names) and ``found``.
-
-    Raises:
-      ValueError: naming ``categorical``, for an index out of range or an unknown name.
-    """
-    chosen = set(found)
-    items = [] if categorical is None else [categorical] if isinstance(categorical, (str, int, np.integer)) else categorical
-    for item in items:
-        if isinstance(item, (int, np.integer)) and not isinstance(item, bool) and -m <= int(item) < m:
-            chosen.add(int(item) % m)
-        elif isinstance(item, str) and names is not None and item in names:
-            chosen.add(list(names).index(item))
-        else:
-            raise ValueError(f"`categorical` must list column indices (0 to {m - 1}) or column names; got {item!r}.")
-    return tuple(sorted(chosen))
-
-
-def _check_codes(x: np.ndarray, columns: tuple[int, ...], names) -> tuple[int, ...]:
+def _category_counts(x: np.ndarray, columns: tuple[int, ...], names) -> tuple[int, ...]:
     """The number of categories ``max code + 1`` of each categorical column.
 
     Raises:
