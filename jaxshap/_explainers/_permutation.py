@@ -62,6 +62,10 @@ class PermutationExplainer(CoalitionExplainer):
         512 MiB); memory grows with the chunk, not with the rows (see :class:`CoalitionExplainer`).
       link: ``"identity"`` or ``"logit"`` (explain the log-odds of a probability output, as
         shap's ``link``; see :class:`jaxshap._engine._explainer.CoalitionExplainer`).
+      groups, causal_ordering, confounding, asymmetric: groups of columns as the players, causal
+        and asymmetric Shapley values (shapr's arguments; see
+        :class:`jaxshap._engine._explainer.CoalitionExplainer`); asymmetric values are refused
+        (ExactExplainer computes them).
 
     Raises:
       ValueError: for an ``n_permutations`` that is not an even integer of at least 4, or a
@@ -80,13 +84,24 @@ class PermutationExplainer(CoalitionExplainer):
         feature_names: Sequence[str] | None = None,
         memory_budget: int = DEFAULT_MEMORY_BUDGET,
         link: str = "identity",
+        groups: Any = None,
+        causal_ordering: Any = None,
+        confounding: Any = None,
+        asymmetric: bool = False,
     ):
         self.n_permutations = check_walks(n_permutations, 4)
         if not (isinstance(control_variates, bool) or control_variates == "auto"):
             raise ValueError(f"`control_variates` must be True, False or 'auto'; got {control_variates!r}.")
         super().__init__(
-            model, background, feature_names=feature_names, memory_budget=memory_budget, link=link
+            model, background, feature_names=feature_names, memory_budget=memory_budget, link=link,
+            groups=groups, causal_ordering=causal_ordering, confounding=confounding, asymmetric=asymmetric,
         )
+        if not self.masker.antithetic_orders:
+            raise ValueError(
+                f"PermutationExplainer walks every order and its reverse, and the reverse of an order that "
+                f"{self.masker.attribution} values average over is not one of them; use jaxshap.ExactExplainer, "
+                "whose exact values need only the coalitions of the causal chain."
+            )
         m, walks = self.n_features, self.n_permutations
         why = None
         if self.masker.attribution != SHAPLEY:

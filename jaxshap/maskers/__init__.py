@@ -4,12 +4,17 @@ Every masker subclasses :class:`Masker` (``n_features``, ``dtype``, ``evals_per_
 ``probe_rows``, ``feature_names`` and ``coalition_values(f, x, masks) -> [C, K]``, plus the
 attribution hooks whose defaults give Shapley values) and is a pytree by that alone, so that it
 can be passed through ``jax.jit`` and ``jax.grad``. A new masker is one module defining a
-subclass and one export line here.
+subclass and one export line here. Wrappers change the game or its players on any masker:
+:class:`Grouped` (groups of columns as players), :class:`Causal` (causal Shapley values over a
+causal chain) and :class:`Asymmetric` (asymmetric Shapley values).
 """
 
+from ._asymmetric import Asymmetric
 from ._base import Masker
+from ._causal import Causal
 from ._gaussian import Gaussian
+from ._grouped import Grouped
 from ._independent import Independent
 from ._partition import Partition
 
-__all__ = ["Gaussian", "Independent", "Masker", "Partition"]
+__all__ = ["Asymmetric", "Causal", "Gaussian", "Grouped", "Independent", "Masker", "Partition"]

@@ -59,7 +59,13 @@ class Masker(abc.ABC):
       what ``ExactExplainer`` evaluates and how it combines the values;
     * :meth:`sample_order_ranks`: the orders ``PermutationExplainer`` walks;
     * :attr:`auto_exact_features`: up to how many features ``jaxshap.Explainer`` picks the
-      exact explainer.
+      exact explainer;
+    * :attr:`antithetic_orders`: whether those orders may be walked in reverse too.
+
+    **Players and columns.** The players (``n_features``, ``feature_names``) are the model's
+    input columns (``n_columns``, ``column_names``) unless a masker says otherwise, as
+    :class:`jaxshap.maskers.Grouped` does (its players are groups of columns; ``coalition_values``
+    then takes the explained row ``[n_columns]`` and player coalitions ``[C, n_features]``).
 
     Estimators that exist for Shapley values only (KernelSHAP's regression, the exact
     interaction indices, the permutation explainer's control variates) refuse, or turn off,
@@ -79,6 +85,21 @@ class Masker(abc.ABC):
     auto_exact_features: int = 10
     """``jaxshap.Explainer`` computes exact attributions up to this many features and samples
     beyond (shap's rule for Shapley values: 10)."""
+
+    antithetic_orders: bool = True
+    """Whether the reverse of every order :meth:`sample_order_ranks` draws is as likely as the
+    order: ``PermutationExplainer`` walks both, and refuses a masker whose orders do not allow it."""
+
+    @property
+    def n_columns(self) -> int:
+        """Columns of the rows the model takes (``M`` unless the players are groups of columns,
+        as with :class:`jaxshap.maskers.Grouped`)."""
+        return self.n_features
+
+    @property
+    def column_names(self) -> tuple[str, ...] | None:
+        """Names of the model's input columns (``feature_names`` unless the players are groups)."""
+        return self.feature_names
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
