@@ -133,7 +133,7 @@ class CoalitionExplainer(ShapAPI, RowExplainer):
         conditional distribution (:class:`jaxshap.maskers.Causal`; ``causal_ordering``
         defaults to one component).
       asymmetric: asymmetric Shapley values over ``causal_ordering``
-        (:class:`jaxshap.maskers.Asymmetric`; ``ExactExplainer`` only).
+        (:class:`jaxshap.maskers.Asymmetric`; ``KernelExplainer`` refuses them).
 
     An explainer is a pytree (arrays are leaves, the configuration is static), so it can be an
     argument of ``jax.jit`` and ``jax.grad``::

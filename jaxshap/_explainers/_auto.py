@@ -142,9 +142,7 @@ class Explainer(abc.ABC):
         if algorithm == "auto":  # exact up to the masker's feature limit (shap's rule) and ExactExplainer's size
             game = player_masker(masker, **players, column_names=feature_names) if players else masker
             m, limit = game.n_features, game.auto_exact_features
-            if not game.antithetic_orders:  # PermutationExplainer cannot walk its orders
-                algorithm, reason = "exact", f"exact {game.attribution} values"
-            elif m > limit:
+            if m > limit:
                 algorithm, reason = "permutation", f"{m} features > {limit}"
             elif (c := game.exact_coalition_count()) > 2**MAX_EXACT_FEATURES:
                 algorithm, reason = "permutation", f"{c:,} coalitions for exact {game.attribution} values > 2**{MAX_EXACT_FEATURES}"

@@ -127,7 +127,7 @@ class KernelExplainer(CoalitionExplainer):
       groups, causal_ordering, confounding, asymmetric: groups of columns as the players, causal
         and asymmetric Shapley values (shapr's arguments; see
         :class:`jaxshap._engine._explainer.CoalitionExplainer`); asymmetric values are refused
-        (ExactExplainer computes them).
+        (no regression form: ExactExplainer or PermutationExplainer computes them).
 
     Raises:
       ValueError: for a budget that is not an integer, ``None`` or ``"auto"``, or below the

@@ -64,8 +64,9 @@ class PermutationExplainer(CoalitionExplainer):
         shap's ``link``; see :class:`jaxshap._engine._explainer.CoalitionExplainer`).
       groups, causal_ordering, confounding, asymmetric: groups of columns as the players, causal
         and asymmetric Shapley values (shapr's arguments; see
-        :class:`jaxshap._engine._explainer.CoalitionExplainer`); asymmetric values are refused
-        (ExactExplainer computes them).
+        :class:`jaxshap._engine._explainer.CoalitionExplainer`); for asymmetric values the
+        orders are consistent with the causal ordering and each is walked with its partner that
+        reverses every component in place (:meth:`jaxshap.maskers.Masker.antithetic_ranks`).
 
     Raises:
       ValueError: for an ``n_permutations`` that is not an even integer of at least 4, or a
@@ -96,12 +97,6 @@ class PermutationExplainer(CoalitionExplainer):
             model, background, feature_names=feature_names, memory_budget=memory_budget, link=link,
             groups=groups, causal_ordering=causal_ordering, confounding=confounding, asymmetric=asymmetric,
         )
-        if not self.masker.antithetic_orders:
-            raise ValueError(
-                f"PermutationExplainer walks every order and its reverse, and the reverse of an order that "
-                f"{self.masker.attribution} values average over is not one of them; use jaxshap.ExactExplainer, "
-                "whose exact values need only the coalitions of the causal chain."
-            )
         m, walks = self.n_features, self.n_permutations
         why = None
         if self.masker.attribution != SHAPLEY:
@@ -129,7 +124,9 @@ class PermutationExplainer(CoalitionExplainer):
 
     def _estimate(self, key, value_fn):
         orders = self.masker.sample_order_ranks  # uniform, or as the masker's attribution asks
-        phi, stderr, v0, _ = permutation_shapley(key, value_fn, self.n_features, self.n_permutations, orders)
+        phi, stderr, v0, _ = permutation_shapley(
+            key, value_fn, self.n_features, self.n_permutations, orders, self.masker.antithetic_ranks
+        )
         return phi, v0, stderr
 
     def _explain_local(self, X, keys, rows_per_chunk, coalitions_per_chunk, n_valid=None):

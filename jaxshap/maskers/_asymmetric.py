@@ -6,7 +6,7 @@ from typing import Any
 
 import jax
 
-from .._coalitions._chain import asymmetric_plan, chain_coalition_count, consistent_order_ranks
+from .._coalitions._chain import asymmetric_plan, chain_coalition_count, consistent_order_ranks, reverse_within_components
 from .._coalitions._static_cache import static_cache
 from .._estimators._owen import owen_exact
 from ._base import Masker, ValueFn
@@ -35,7 +35,6 @@ class ChainMasker(Wrapped):
         if self.asymmetric:
             self.attribution = ASYMMETRIC
             self.auto_exact_features = 32
-            self.antithetic_orders = False
 
     def exact_coalition_count(self) -> int:
         """``1 + sum_k (2**|tau_k| - 1)`` coalitions for asymmetric values, else ``2**M``."""
@@ -63,11 +62,17 @@ class ChainMasker(Wrapped):
         return phi, v_empty
 
     def sample_order_ranks(self, key: jax.Array, n_orders: int) -> jax.Array:
-        """Uniform orders consistent with the chain (for asymmetric values; their reverses are
-        not: :attr:`antithetic_orders` is ``False``), else uniform orders."""
+        """Uniform orders consistent with the chain (for asymmetric values), else uniform orders."""
         if not self.asymmetric:
             return super().sample_order_ranks(key, n_orders)
         return consistent_order_ranks(key, self.components, self.n_features, n_orders)
+
+    def antithetic_ranks(self, ranks: jax.Array) -> jax.Array | None:
+        """For asymmetric values, each component reversed in place (the reverse of a consistent
+        order is not consistent; this partner is, and as likely); else the reverse (``None``)."""
+        if not self.asymmetric:
+            return super().antithetic_ranks(ranks)
+        return reverse_within_components(ranks, self.components, self.n_features)
 
 
 class Asymmetric(ChainMasker):
@@ -84,9 +89,10 @@ class Asymmetric(ChainMasker):
 
     With the inner masker's conditional values (such as :class:`Gaussian`'s) these are shapr's
     asymmetric conditional Shapley values; wrap a :class:`Causal` masker for asymmetric causal
-    values. ``ExactExplainer`` computes them; ``PermutationExplainer`` refuses them (its
-    antithetic reverse walks leave the consistent orders) and ``KernelExplainer`` too (no
-    regression form).
+    values. ``ExactExplainer`` computes them; ``PermutationExplainer`` samples consistent
+    orders, each walked with its partner that reverses every component in place (the reverse
+    of a consistent order is not consistent); ``KernelExplainer`` refuses them (no regression
+    form).
 
     Args:
       masker: the inner masker; its attribution must be Shapley values.

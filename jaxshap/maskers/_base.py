@@ -60,7 +60,7 @@ class Masker(abc.ABC):
     * :meth:`sample_order_ranks`: the orders ``PermutationExplainer`` walks;
     * :attr:`auto_exact_features`: up to how many features ``jaxshap.Explainer`` picks the
       exact explainer;
-    * :attr:`antithetic_orders`: whether those orders may be walked in reverse too.
+    * :meth:`antithetic_ranks`: the order walked beside each drawn one (default: its reverse).
 
     **Players and columns.** The players (``n_features``, ``feature_names``) are the model's
     input columns (``n_columns``, ``column_names``) unless a masker says otherwise, as
@@ -85,10 +85,6 @@ class Masker(abc.ABC):
     auto_exact_features: int = 10
     """``jaxshap.Explainer`` computes exact attributions up to this many features and samples
     beyond (shap's rule for Shapley values: 10)."""
-
-    antithetic_orders: bool = True
-    """Whether the reverse of every order :meth:`sample_order_ranks` draws is as likely as the
-    order: ``PermutationExplainer`` walks both, and refuses a masker whose orders do not allow it."""
 
     @property
     def n_columns(self) -> int:
@@ -181,6 +177,15 @@ class Masker(abc.ABC):
         whose mean marginal contributions are the Shapley values.
         """
         return permutation_ranks(sample_permutations(key, self.n_features, n_orders))
+
+    def antithetic_ranks(self, ranks: jax.Array) -> jax.Array | None:
+        """Ranks ``[n_orders, M]`` of the orders ``PermutationExplainer`` walks beside those of
+        :meth:`sample_order_ranks` (antithetic partners), or ``None`` (default): the reversed orders,
+        walked as the complements of the drawn orders' prefixes, which :meth:`sample_order_ranks`
+        must then make as likely as the orders. A masker whose reversed orders are not among the
+        orders it averages over (asymmetric Shapley values) returns partners that are.
+        """
+        return None
 
     # --- conditional sampling (causal Shapley values and learned conditionals use it) -------------
     def draw_conditional(self, key: jax.Array, rows: jax.Array, given: jax.Array) -> jax.Array:

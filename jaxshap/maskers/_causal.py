@@ -44,7 +44,7 @@ class Causal(ChainMasker):
     (common random numbers). Each coalition costs ``n_samples`` model evaluations and ``K``
     conditional draws.
 
-    Special cases (Heskes et al., section 3): one component without confounding gives the
+    Special cases (Heskes et al.): one component without confounding gives the
     inner masker's conditional (observational) values; one confounded component gives the
     marginal (interventional) values :math:`E[f(x_S, X_{\bar S})]`; with every feature a
     component of its own, confounding makes no difference.

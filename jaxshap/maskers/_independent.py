@@ -150,8 +150,8 @@ class Independent(Masker):
 
     def draw_conditional(self, key: jax.Array, rows: jax.Array, given: jax.Array) -> jax.Array:
         """One background row (drawn with the rows' weights) for each row's columns outside
-        ``given``: ``[N, M]``. The given values do not inform the draw: the interventional answer,
-        so causal values over this masker are its interventional values.
+        ``given``: ``[N, M]``. The given values do not inform the draw (the interventional
+        answer: the background's marginal distribution of the other columns).
 
         Args:
           key: PRNG key of the draw.
