@@ -394,3 +394,18 @@ def test_causal_errors():
         maskers.Causal(NoDraws(), CHAIN)
     with pytest.raises(ValueError, match="Owen"):
         jaxshap.ExactExplainer(linear, maskers.Partition(BACKGROUND[:, :4]), causal_ordering=CHAIN, confounding=False)
+
+
+def test_explainer_passes_groups_and_causal_arguments_through_and_jit_agrees():
+    import jax
+
+    df = pd.DataFrame(BACKGROUND, columns=NAMES)
+    ex = jaxshap.Explainer(nonlinear, df, groups=GROUPS)
+    assert isinstance(ex, jaxshap.ExactExplainer)
+    expl = ex(pd.DataFrame(ROWS, columns=NAMES))
+    assert list(expl.feature_names) == ["age + sex", "bmi", "bp + s1"]
+    np.testing.assert_allclose(expl.values, group_oracle(), atol=2e-4)
+    causal = jaxshap.ExactExplainer(linear, GAUSS, causal_ordering=CHAIN, confounding=[False, True, False])
+    eager = causal(ROWS4).values
+    jitted = jax.jit(lambda e, X: e(X).values)(causal, jnp.asarray(ROWS4, jnp.float32))
+    np.testing.assert_allclose(jitted, eager, atol=1e-5)
