@@ -6,14 +6,15 @@ from __future__ import annotations
 import itertools
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import pytest
+from oracle import interventional_game, shapley_from_game
 
 import jaxshap
 from jaxshap import maskers
-from oracle import interventional_game, shapley_from_game
 
 RNG = np.random.default_rng(0)
 BACKGROUND = RNG.normal(size=(12, 5))
@@ -163,7 +164,7 @@ def test_asymmetric_over_groups_and_one_component():
 
 
 def test_asymmetric_permutation_walks_consistent_orders():
-    kwargs = dict(causal_ordering=ORDERING, asymmetric=True)
+    kwargs = {"causal_ordering": ORDERING, "asymmetric": True}
     exact = jaxshap.ExactExplainer(nonlinear, BACKGROUND, **kwargs)(ROWS)
     perm = jaxshap.PermutationExplainer(nonlinear, BACKGROUND, n_permutations=200, **kwargs)(ROWS)
     assert (np.abs(perm.values - exact.values) <= 5 * perm.stderr + 1e-4).all()
@@ -172,8 +173,6 @@ def test_asymmetric_permutation_walks_consistent_orders():
     np.testing.assert_allclose(perm.values[:, 2], exact.values[:, 2], atol=2e-4)
     # the partner of a consistent order reverses each component in place: consistent too
     masker = maskers.Asymmetric(maskers.Independent(BACKGROUND), ORDERING)
-    import jax
-
     ranks = np.asarray(masker.sample_order_ranks(jax.random.key(0), 50))
     partner = np.asarray(masker.antithetic_ranks(jnp.asarray(ranks)))
     for r in (ranks, partner):
@@ -318,7 +317,7 @@ def test_singleton_components_ignore_confounding():
 
 
 def test_causal_values_with_permutation_and_kernel_match_exact():
-    kwargs = dict(causal_ordering=CHAIN, confounding=[False, True, False])
+    kwargs = {"causal_ordering": CHAIN, "confounding": [False, True, False]}
     exact = jaxshap.ExactExplainer(linear, GAUSS, **kwargs)(ROWS4)
     kernel = jaxshap.KernelExplainer(linear, GAUSS, **kwargs)(ROWS4)  # 2**4 - 2 coalitions: enumerated
     np.testing.assert_allclose(kernel.values, exact.values, atol=5e-4)
@@ -351,8 +350,6 @@ def test_independent_masker_draws_background_rows():
     masker = maskers.Independent(BACKGROUND)
     rows = np.zeros((64, 5))
     given = np.array([True, False, True, False, False])
-    import jax
-
     out = np.asarray(masker.draw_conditional(jax.random.key(3), jnp.asarray(rows, jnp.float32), jnp.asarray(given)))
     assert (out[:, given] == 0).all()
     drawn = out[:, ~given]
@@ -361,8 +358,6 @@ def test_independent_masker_draws_background_rows():
 
 
 def test_gaussian_draw_conditional_moments():
-    import jax
-
     rows = np.tile(ROWS4[0], (40_000, 1))
     given = np.array([True, False, False, True])
     out = np.asarray(GAUSS.draw_conditional(jax.random.key(0), jnp.asarray(rows, jnp.float32), jnp.asarray(given)))
@@ -397,8 +392,6 @@ def test_causal_errors():
 
 
 def test_explainer_passes_groups_and_causal_arguments_through_and_jit_agrees():
-    import jax
-
     df = pd.DataFrame(BACKGROUND, columns=NAMES)
     ex = jaxshap.Explainer(nonlinear, df, groups=GROUPS)
     assert isinstance(ex, jaxshap.ExactExplainer)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from .._core._validate import flag
 from ._asymmetric import Asymmetric
 from ._base import Masker
 from ._causal import Causal
@@ -49,8 +50,7 @@ def player_masker(
       ValueError: for ``causal_ordering`` without ``confounding`` or ``asymmetric=True`` (it would
         change nothing), and as the wrappers raise.
     """
-    if not isinstance(asymmetric, bool):
-        raise ValueError(f"`asymmetric` must be True or False; got {asymmetric!r}.")
+    asymmetric = flag(asymmetric, "asymmetric")
     if groups is None and causal_ordering is None and confounding is None and not asymmetric:
         return masker
     if causal_ordering is not None and confounding is None and not asymmetric:
