@@ -125,7 +125,8 @@ class CoalitionExplainer(ShapAPI, RowExplainer):
       groups: groups of columns as the players (a list of lists of column positions or names, or
         a dict ``{name: columns}``; a partition of the columns): see
         :class:`jaxshap.maskers.Grouped`. The explanation then has one value per group, the group
-        names as ``feature_names`` and ``data=None``.
+        names as ``feature_names`` and ``data=None``; ``feature_names=`` names the columns (for
+        a background without names).
       causal_ordering: a partial causal order, the chain components first to last (a list of
         lists of features, or of groups with ``groups``), as shapr's.
       confounding: ``None`` (default: the masker's own values), one bool, or one per component:
