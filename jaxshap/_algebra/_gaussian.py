@@ -92,13 +92,30 @@ def conditional_draws(corr: jax.Array, mask: jax.Array, z: jax.Array, noise: jax
     Returns:
       ``[N, M]`` draws; the coalition's entries reproduce ``z_S`` up to rounding.
     """
+    return conditional_draws_rows(corr, mask, z[None, :], noise)
+
+
+def conditional_draws_rows(corr: jax.Array, mask: jax.Array, z: jax.Array, noise: jax.Array) -> jax.Array:
+    r"""Draws of :math:`z \mid z_S` for rows that differ in their given values: ``[N, M]``.
+
+    :func:`conditional_draws` with one coalition-first factorisation shared by ``N`` rows: draw
+    ``n`` is :math:`L w_n` with :math:`w_{n,S} = L_{SS}^{-1} z_{n,S}` and
+    :math:`w_{n,\bar S} = \varepsilon_{n,\bar S}`.
+
+    Args:
+      corr: ``[M, M]`` positive-definite correlation matrix.
+      mask: ``[M]`` boolean coalition (the given features).
+      z: ``[N, M]`` standardised rows (only their ``S`` entries are read), or ``[1, M]`` for one
+        row shared by every draw.
+      noise: ``[N, M]`` standard-normal draws.
+    """
     m = corr.shape[0]
     order = coalition_first(mask)
     factor = permuted_cholesky(corr, order)
     first = jnp.arange(m) < mask.sum()
     # Forward substitution: the first |S| entries only read the first |S| right-hand sides.
-    w_s = solve_triangular(factor, jnp.where(first, z[order], 0.0), lower=True)
-    w = jnp.where(first[None, :], w_s[None, :], noise[:, order])
+    w_s = solve_triangular(factor, jnp.where(first[None, :], z[:, order], 0.0).T, lower=True).T
+    w = jnp.where(first[None, :], w_s, noise[:, order])
     draws = w @ factor.T
     return draws[:, jnp.argsort(order)]
 

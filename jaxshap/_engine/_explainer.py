@@ -45,6 +45,7 @@ import numpy as np
 
 from .._result._explanation import Explanation
 from ..maskers import Independent, Masker
+from ..maskers._players import player_masker
 from .._core._validate import DEFAULT_MEMORY_BUDGET
 from .._core._validate import memory_budget as check_memory_budget
 from .._core._chunking import chunk_capacity, map_chunks, plan_chunks
@@ -102,7 +103,7 @@ def as_masker(masker: Any, max_samples: int | None = None, who: str = "explainer
 
 
 class CoalitionExplainer(ShapAPI, RowExplainer):
-    """Base class of the model-agnostic explainers (not used directly).
+    r"""Base class of the model-agnostic explainers (not used directly).
 
     Args:
       model: callable ``[n, M] -> [n]`` or ``[n, K]``; JAX-traceable, or a plain NumPy callable
@@ -121,6 +122,19 @@ class CoalitionExplainer(ShapAPI, RowExplainer):
         and not with the number of rows; only the inputs and results (``[n, M]``) are held in
         full. On a CPU chunks are further capped at the cache-friendly
         :data:`jaxshap._core._chunking.CPU_CHUNK_BYTES`. Results do not depend on the budget.
+      groups: groups of columns as the players (a list of lists of column positions or names, or
+        a dict ``{name: columns}``; a partition of the columns): see
+        :class:`jaxshap.maskers.Grouped`. The explanation then has one value per group, the group
+        names as ``feature_names`` and ``data=None``; ``feature_names=`` names the columns (for
+        a background without names).
+      causal_ordering: a partial causal order, the chain components first to last (a list of
+        lists of features, or of groups with ``groups``), as shapr's.
+      confounding: ``None`` (default: the masker's own values), one bool, or one per component:
+        causal Shapley values :math:`E[f(X) \mid do(X_S = x_S)]` drawn through the masker's
+        conditional distribution (:class:`jaxshap.maskers.Causal`; ``causal_ordering``
+        defaults to one component).
+      asymmetric: asymmetric Shapley values over ``causal_ordering``
+        (:class:`jaxshap.maskers.Asymmetric`; ``KernelExplainer`` refuses them).
 
     An explainer is a pytree (arrays are leaves, the configuration is static), so it can be an
     argument of ``jax.jit`` and ``jax.grad``::
@@ -146,13 +160,20 @@ class CoalitionExplainer(ShapAPI, RowExplainer):
         feature_names: Sequence[str] | None = None,
         memory_budget: int = DEFAULT_MEMORY_BUDGET,
         link: Any = "identity",
+        groups: Any = None,
+        causal_ordering: Any = None,
+        confounding: Any = None,
+        asymmetric: bool = False,
     ):
         self.link = resolve_link(link)
-        self.masker = as_masker(background, self.background_rows, type(self).__name__)
+        masker = as_masker(background, self.background_rows, type(self).__name__)
+        self.masker = player_masker(masker, groups, causal_ordering, confounding, asymmetric, feature_names)
+        if self.masker.n_columns != self.masker.n_features:  # the players are groups; feature_names named the columns
+            feature_names = None
         self.memory_budget = check_memory_budget(memory_budget)
         self.n_features = self.masker.n_features
         self._check_n_features(self.n_features)
-        self.model = wrap_model(model, self.n_features, self.masker.dtype, self.masker.probe_rows)
+        self.model = wrap_model(model, self.masker.n_columns, self.masker.dtype, self.masker.probe_rows)
         with model_errors():
             self.masker.check_model(self.model.fn)
         if self.link != "identity":
@@ -170,7 +191,7 @@ class CoalitionExplainer(ShapAPI, RowExplainer):
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self.model = wrap_model(state["model"], self.n_features, self.masker.dtype, self.masker.probe_rows)
+        self.model = wrap_model(state["model"], self.masker.n_columns, self.masker.dtype, self.masker.probe_rows)
 
     @property
     def expected_value(self) -> Any:
@@ -220,7 +241,7 @@ class CoalitionExplainer(ShapAPI, RowExplainer):
         args = (
             self._coalitions_per_row(),
             self.masker.evals_per_coalition,
-            self.model.bytes_per_row + np.dtype(self.masker.dtype).itemsize * self.n_features,
+            self.model.bytes_per_row + np.dtype(self.masker.dtype).itemsize * self.masker.n_columns,
             self.memory_budget,
             self._working_set_per_row(),
             self.masker.bytes_per_coalition,
@@ -249,15 +270,18 @@ class CoalitionExplainer(ShapAPI, RowExplainer):
         f, masker, link = self.model.fn, self.masker, link_function(self.link)
         return lambda masks: link(map_chunks(lambda part: masker.coalition_values(f, x, part), masks, coalitions_per_chunk))
 
+    def _n_columns(self) -> int:
+        return self.masker.n_columns
+
     def _align(self, X: Any) -> Any:
-        return align_columns(X, self.masker.feature_names, "X")
+        return align_columns(X, self.masker.column_names, "X")
 
     def _validate(self, X: Any) -> jax.Array:
         # NaN in X is passed to the model, as shap does (XGBoost and others handle missing values);
         # a model output that is NaN or inf is reported by _wrap, naming the rows.
-        X = align_columns(X, self.masker.feature_names, "X")
+        X = align_columns(X, self.masker.column_names, "X")
         X = as_matrix(X, "X", dtype=self.masker.dtype)
-        check_n_features(X, self.n_features, "X", "the background")
+        check_n_features(X, self.masker.n_columns, "X", "the background")
         return X
 
     def _wrap(self, phi, base, stderr, X, names) -> Explanation:
@@ -266,8 +290,11 @@ class CoalitionExplainer(ShapAPI, RowExplainer):
         if isinstance(X, jax.Array) and not is_traced(X) and X.is_fully_addressable:
             check_finite_rows(base, "X", "the model's output on the background (the base value)")
             check_finite_rows(phi, "X", "the model's output (and so its SHAP values)", X)
+        data = X
+        if self.masker.n_columns != self.n_features:  # groups as players: no single value per group to show
+            data, names = None, None
         feature_names = resolve_feature_names(self._names, self.n_features, self.masker.feature_names, names)
         outputs = None
         if not self.model.single_output:
             outputs = self.model.output_names or default_output_names(self.model.n_outputs)
-        return Explanation(phi, base, X, stderr, feature_names, outputs)
+        return Explanation(phi, base, data, stderr, feature_names, outputs)

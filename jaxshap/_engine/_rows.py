@@ -64,6 +64,10 @@ class RowExplainer:
     def _wrap(self, phi, base, stderr, X, names) -> Explanation:
         raise NotImplementedError
 
+    def _n_columns(self) -> int:
+        """Columns of the explained rows (``n_features`` unless the players are groups of columns)."""
+        return self.n_features
+
     def _align(self, X: Any) -> Any:
         """Match a DataFrame's columns to the explainer's feature names (none here)."""
         return X
@@ -85,10 +89,11 @@ class RowExplainer:
 
     def _call_sparse(self, X: Any, key: Any, progress: Any, devices: Any) -> Explanation:
         """Explain ``scipy.sparse`` rows block by block, densifying one block at a time."""
-        if X.shape[1] != self.n_features:
+        n = self._n_columns()
+        if X.shape[1] != n:
             raise ValueError(
-                f"`X` has {X.shape[1]} features but the explainer has {self.n_features}; "
-                f"pass rows with the same {self.n_features} columns, in the same order."
+                f"`X` has {X.shape[1]} features but the explainer has {n}; "
+                f"pass rows with the same {n} columns, in the same order."
             )
         X = X.tocsr()
         rows, _ = self._plan(max(int(X.shape[0]), 1))

@@ -18,6 +18,7 @@ def permutation_shapley(
     n_features: int,
     n_permutations: int,
     ranks_fn: Callable[[jax.Array, int], jax.Array] | None = None,
+    partner_fn: Callable[[jax.Array], jax.Array | None] | None = None,
 ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
     r"""Shapley values of one game by antithetic permutation sampling.
 
@@ -42,6 +43,11 @@ def permutation_shapley(
       ranks_fn: optional ``(key, pairs) -> ranks [pairs, M]`` drawing the forward orders from
         another distribution whose reversed orders are equally likely (hierarchy-consistent
         orders give Owen values, see :class:`jaxshap.maskers.Partition`); default uniform.
+      partner_fn: optional ``ranks [P, M] -> ranks [P, M] or None``: the antithetic partner of
+        each drawn order, walked instead of its reverse (distributed as the drawn orders, as
+        the orders of a causal chain with each component reversed in place: asymmetric Shapley
+        values, see :class:`jaxshap.maskers.Asymmetric`); ``None`` (returned, or no function):
+        the reverse.
 
     Returns:
       ``(phi, stderr, v_empty, v_full)``: the estimate and its standard error (``[M, ...]``;
@@ -51,8 +57,36 @@ def permutation_shapley(
     if n_permutations < 4 or n_permutations % 2:
         raise ValueError(f"`n_permutations` must be an even integer of at least 4; got {n_permutations}.")
     m, pairs = n_features, n_permutations // 2
-    ranks, walk_f, walk_c = permutation_walks(key, value_fn, m, pairs, ranks_fn)
+    ranks = ranks_fn(key, pairs) if ranks_fn is not None else permutation_ranks(sample_permutations(key, m, pairs))
+    partner = None if partner_fn is None else partner_fn(ranks)
+    if partner is not None:
+        walk_a, walk_b = partner_walks(value_fn, ranks, partner)
+        means = 0.5 * (walk_contributions(ranks, walk_a) + walk_contributions(partner, walk_b))
+        return summarise_pairs(means, walk_a)
+    ranks, walk_f, walk_c = permutation_walks(key, value_fn, m, pairs, lambda _key, _pairs: ranks)
     return summarise_pairs(walk_pair_means(ranks, walk_f, walk_c), walk_f)
+
+
+def partner_walks(value_fn: ValueFn, ranks: jax.Array, partner: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The forward walks of two sets of orders ``[P, M]``, one call of ``value_fn``: ``[P, M + 1, ...]`` each
+    (prefix ``k`` of order ``p`` at ``[p, k]``; the empty and full coalitions evaluated once)."""
+    pairs, m = ranks.shape
+    inner = jnp.concatenate([prefix_masks(ranks), prefix_masks(partner)], axis=0).reshape(2 * pairs * (m - 1), m)
+    ends = jnp.stack([jnp.zeros(m, bool), jnp.ones(m, bool)])
+    v = value_fn(jnp.concatenate([ends, inner], axis=0))
+    tail = v.shape[1:]
+    walks = v[2:].reshape((2, pairs, m - 1) + tail)
+    edge0 = jnp.broadcast_to(v[0], (pairs, 1) + tail)
+    edge1 = jnp.broadcast_to(v[1], (pairs, 1) + tail)
+    return tuple(jnp.concatenate([edge0, walks[i], edge1], axis=1) for i in range(2))
+
+
+def walk_contributions(ranks: jax.Array, walk: jax.Array) -> jax.Array:
+    """Each feature's marginal contribution along forward walks: ``walk[p, rank + 1] - walk[p, rank]``, ``[P, M, ...]``."""
+    pairs, m = ranks.shape
+    tail = walk.shape[2:]
+    idx = jnp.broadcast_to(ranks.reshape((pairs, m) + (1,) * len(tail)), (pairs, m) + tail)
+    return jnp.take_along_axis(walk, idx + 1, axis=1) - jnp.take_along_axis(walk, idx, axis=1)
 
 
 def summarise_pairs(pair_means: jax.Array, walk_f: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
@@ -95,6 +129,6 @@ def walk_pair_means(ranks: jax.Array, walk_f: jax.Array, walk_c: jax.Array) -> j
     take = lambda a, i: jnp.take_along_axis(a, jnp.broadcast_to(i, (pairs, m) + tail), axis=1)
     # Forward walk: j joins the prefix of length rank(j). Reverse walk: j joins the complement
     # of the prefix of length rank(j) + 1, turning it into the complement of the one of rank(j).
-    phi_f = take(walk_f, idx + 1) - take(walk_f, idx)
+    phi_f = walk_contributions(ranks, walk_f)
     phi_b = take(walk_c, idx) - take(walk_c, idx + 1)
     return 0.5 * (phi_f + phi_b)

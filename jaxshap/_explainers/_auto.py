@@ -11,6 +11,7 @@ from .._engine._shap_api import is_rows, unpickle_explainer
 from .._tree._import import reader_for
 from ..maskers import Independent
 from ..maskers._function import FunctionMasker, is_function_masker
+from ..maskers._players import player_masker
 from ._deferred import DeferredExplainer
 from ._exact import MAX_EXACT_FEATURES, ExactExplainer
 from ._kernel import KernelExplainer
@@ -19,6 +20,9 @@ from ._permutation import PermutationExplainer
 from ._tree import TreeExplainer
 
 ALGORITHMS = ("auto", "tree", "linear", "exact", "permutation", "kernel")
+
+PLAYER_ARGS = ("groups", "causal_ordering", "confounding", "asymmetric")
+"""The model-agnostic explainers' arguments that change the game's players or values (shapr's)."""
 
 def is_tree_model(model: Any) -> bool:
     """A model a registered tree reader recognises (XGBoost, LightGBM, scikit-learn trees, ...;
@@ -101,7 +105,8 @@ class Explainer(abc.ABC):
             for w in caught:
                 warnings.warn(w.message, w.category, stacklevel=2)
         names = {"feature_names": feature_names} if feature_names is not None else {}
-        plain = masker is None or type(masker) is Independent
+        players = {k: kwargs[k] for k in PLAYER_ARGS if k in kwargs}
+        plain = (masker is None or type(masker) is Independent) and not players
 
         if algorithm == "tree" or (algorithm == "auto" and is_tree_model(model) and plain):
             _identity_only(link, "TreeExplainer")
@@ -134,15 +139,15 @@ class Explainer(abc.ABC):
                 f"`model` ({type(model).__name__}) is not callable and is not a tree or linear model jaxshap "
                 f"can read.{hint}"
             )
-        m = masker.n_features
         if algorithm == "auto":  # exact up to the masker's feature limit (shap's rule) and ExactExplainer's size
-            limit = masker.auto_exact_features
+            game = player_masker(masker, **players, column_names=feature_names) if players else masker
+            m, limit = game.n_features, game.auto_exact_features
             if m > limit:
                 algorithm, reason = "permutation", f"{m} features > {limit}"
-            elif (c := masker.exact_coalition_count()) > 2**MAX_EXACT_FEATURES:
-                algorithm, reason = "permutation", f"{c:,} coalitions for exact {masker.attribution} values > 2**{MAX_EXACT_FEATURES}"
+            elif (c := game.exact_coalition_count()) > 2**MAX_EXACT_FEATURES:
+                algorithm, reason = "permutation", f"{c:,} coalitions for exact {game.attribution} values > 2**{MAX_EXACT_FEATURES}"
             else:
-                algorithm, reason = "exact", f"{m} features <= {limit}: exact {masker.attribution} values"
+                algorithm, reason = "exact", f"{m} features <= {limit}: exact {game.attribution} values"
         else:
             reason = f"algorithm={algorithm!r}"
         chosen = {"exact": ExactExplainer, "permutation": PermutationExplainer, "kernel": KernelExplainer}[algorithm]

@@ -124,6 +124,10 @@ class KernelExplainer(CoalitionExplainer):
       memory_budget: bytes one chunk of evaluations may use.
       link: ``"identity"`` or ``"logit"`` (explain the log-odds of a probability output, as
         shap's ``link``; see :class:`jaxshap._engine._explainer.CoalitionExplainer`).
+      groups, causal_ordering, confounding, asymmetric: groups of columns as the players, causal
+        and asymmetric Shapley values (shapr's arguments; see
+        :class:`jaxshap._engine._explainer.CoalitionExplainer`); asymmetric values are refused
+        (no regression form: ExactExplainer or PermutationExplainer computes them).
 
     Raises:
       ValueError: for a budget that is not an integer, ``None`` or ``"auto"``, or below the
@@ -147,6 +151,10 @@ class KernelExplainer(CoalitionExplainer):
         feature_names: Sequence[str] | None = None,
         memory_budget: int = DEFAULT_MEMORY_BUDGET,
         link: str = "identity",
+        groups: Any = None,
+        causal_ordering: Any = None,
+        confounding: Any = None,
+        asymmetric: bool = False,
     ):
         choice = _sampler_choice(sampler)
         if isinstance(n_coalitions, str) and n_coalitions != "auto":
@@ -157,7 +165,8 @@ class KernelExplainer(CoalitionExplainer):
         if max_coalitions is not None:
             max_coalitions = integer(max_coalitions, "max_coalitions")
         super().__init__(
-            model, background, feature_names=feature_names, memory_budget=memory_budget, link=link
+            model, background, feature_names=feature_names, memory_budget=memory_budget, link=link,
+            groups=groups, causal_ordering=causal_ordering, confounding=confounding, asymmetric=asymmetric,
         )
         m = self.n_features
         self.auto = n_coalitions == "auto"

@@ -62,6 +62,11 @@ class PermutationExplainer(CoalitionExplainer):
         512 MiB); memory grows with the chunk, not with the rows (see :class:`CoalitionExplainer`).
       link: ``"identity"`` or ``"logit"`` (explain the log-odds of a probability output, as
         shap's ``link``; see :class:`jaxshap._engine._explainer.CoalitionExplainer`).
+      groups, causal_ordering, confounding, asymmetric: groups of columns as the players, causal
+        and asymmetric Shapley values (shapr's arguments; see
+        :class:`jaxshap._engine._explainer.CoalitionExplainer`); for asymmetric values the
+        orders are consistent with the causal ordering and each is walked with its partner that
+        reverses every component in place (:meth:`jaxshap.maskers.Masker.antithetic_ranks`).
 
     Raises:
       ValueError: for an ``n_permutations`` that is not an even integer of at least 4, or a
@@ -80,12 +85,17 @@ class PermutationExplainer(CoalitionExplainer):
         feature_names: Sequence[str] | None = None,
         memory_budget: int = DEFAULT_MEMORY_BUDGET,
         link: str = "identity",
+        groups: Any = None,
+        causal_ordering: Any = None,
+        confounding: Any = None,
+        asymmetric: bool = False,
     ):
         self.n_permutations = check_walks(n_permutations, 4)
         if not (isinstance(control_variates, bool) or control_variates == "auto"):
             raise ValueError(f"`control_variates` must be True, False or 'auto'; got {control_variates!r}.")
         super().__init__(
-            model, background, feature_names=feature_names, memory_budget=memory_budget, link=link
+            model, background, feature_names=feature_names, memory_budget=memory_budget, link=link,
+            groups=groups, causal_ordering=causal_ordering, confounding=confounding, asymmetric=asymmetric,
         )
         m, walks = self.n_features, self.n_permutations
         why = None
@@ -114,7 +124,9 @@ class PermutationExplainer(CoalitionExplainer):
 
     def _estimate(self, key, value_fn):
         orders = self.masker.sample_order_ranks  # uniform, or as the masker's attribution asks
-        phi, stderr, v0, _ = permutation_shapley(key, value_fn, self.n_features, self.n_permutations, orders)
+        phi, stderr, v0, _ = permutation_shapley(
+            key, value_fn, self.n_features, self.n_permutations, orders, self.masker.antithetic_ranks
+        )
         return phi, v0, stderr
 
     def _explain_local(self, X, keys, rows_per_chunk, coalitions_per_chunk, n_valid=None):

@@ -4,7 +4,9 @@ Every masker subclasses :class:`Masker` (``n_features``, ``dtype``, ``evals_per_
 ``probe_rows``, ``feature_names`` and ``coalition_values(f, x, masks) -> [C, K]``, plus the
 attribution hooks whose defaults give Shapley values) and is a pytree by that alone, so that it
 can be passed through ``jax.jit`` and ``jax.grad``. A new masker is one module defining a
-subclass and one export line here.
+subclass and one export line here. Wrappers change the game or its players on any masker:
+:class:`Grouped` (groups of columns as players), :class:`Causal` (causal Shapley values over a
+causal chain) and :class:`Asymmetric` (asymmetric Shapley values).
 
 Learned value functions, trained with optax on random coalitions of the data:
 :class:`Surrogate` (a network predicting the model's output from ``x_S``, no model evaluations
@@ -12,13 +14,19 @@ per coalition) and :class:`Generative` (a masked variational autoencoder that dr
 ``X_{-S} | x_S``).
 """
 
+from ._asymmetric import Asymmetric
 from ._base import Masker
+from ._causal import Causal
 from ._copula import GaussianCopula
 from ._empirical import Empirical
 from ._gaussian import Gaussian
 from ._generative import Generative
+from ._grouped import Grouped
 from ._independent import Independent
 from ._partition import Partition
 from ._surrogate import Surrogate
 
-__all__ = ["Empirical", "Gaussian", "GaussianCopula", "Generative", "Independent", "Masker", "Partition", "Surrogate"]
+__all__ = [
+    "Asymmetric", "Causal", "Empirical", "Gaussian", "GaussianCopula", "Generative", "Grouped", "Independent",
+    "Masker", "Partition", "Surrogate",
+]

@@ -61,7 +61,13 @@ class Masker(abc.ABC):
       what ``ExactExplainer`` evaluates and how it combines the values;
     * :meth:`sample_order_ranks`: the orders ``PermutationExplainer`` walks;
     * :attr:`auto_exact_features`: up to how many features ``jaxshap.Explainer`` picks the
-      exact explainer.
+      exact explainer;
+    * :meth:`antithetic_ranks`: the order walked beside each drawn one (default: its reverse).
+
+    **Players and columns.** The players (``n_features``, ``feature_names``) are the model's
+    input columns (``n_columns``, ``column_names``) unless a masker says otherwise, as
+    :class:`jaxshap.maskers.Grouped` does (its players are groups of columns; ``coalition_values``
+    then takes the explained row ``[n_columns]`` and player coalitions ``[C, n_features]``).
 
     Estimators that exist for Shapley values only (KernelSHAP's regression, the exact
     interaction indices, the permutation explainer's control variates) refuse, or turn off,
@@ -82,6 +88,17 @@ class Masker(abc.ABC):
     auto_exact_features: int = 10
     """``jaxshap.Explainer`` computes exact attributions up to this many features and samples
     beyond (shap's rule for Shapley values: 10)."""
+
+    @property
+    def n_columns(self) -> int:
+        """Columns of the rows the model takes (``M`` unless the players are groups of columns,
+        as with :class:`jaxshap.maskers.Grouped`)."""
+        return self.n_features
+
+    @property
+    def column_names(self) -> tuple[str, ...] | None:
+        """Names of the model's input columns (``feature_names`` unless the players are groups)."""
+        return self.feature_names
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -174,6 +191,15 @@ class Masker(abc.ABC):
         whose mean marginal contributions are the Shapley values.
         """
         return permutation_ranks(sample_permutations(key, self.n_features, n_orders))
+
+    def antithetic_ranks(self, ranks: jax.Array) -> jax.Array | None:
+        """Ranks ``[n_orders, M]`` of the orders ``PermutationExplainer`` walks beside those of
+        :meth:`sample_order_ranks` (antithetic partners), or ``None`` (default): the reversed orders,
+        walked as the complements of the drawn orders' prefixes, which :meth:`sample_order_ranks`
+        must then make as likely as the orders. A masker whose reversed orders are not among the
+        orders it averages over (asymmetric Shapley values) returns partners that are.
+        """
+        return None
 
     # --- conditional sampling (causal Shapley values and learned conditionals use it) -------------
     def draw_conditional(self, key: jax.Array, rows: jax.Array, given: jax.Array) -> jax.Array:

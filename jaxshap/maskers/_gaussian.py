@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._algebra._covariance import prepare, sample_moments
-from .._algebra._gaussian import conditional_draws
+from .._algebra._gaussian import conditional_draws, conditional_draws_rows
 from .._core._inputs import as_key, as_matrix, check_finite, column_names, is_traced
 from .._core._validate import integer
 from ._base import Masker
@@ -166,6 +166,29 @@ class Gaussian(Masker):
             return jnp.where(mask[None, :], x[None, :], g.mean + (lo + g.scale * draws))
 
         return jax.vmap(one)(masks)
+
+    def draw_conditional(self, key: jax.Array, rows: jax.Array, given: jax.Array) -> jax.Array:
+        r"""One draw of :math:`X_{\bar G} \mid X_G = r_G` for each row ``r``: ``[N, M]``.
+
+        The exact Gaussian conditional of each row (regression on its own given values plus the
+        Schur complement's factor times fresh noise), one factorisation for all rows. The noise
+        comes in antithetic pairs, row ``n`` and row ``n + ceil(N / 2)`` drawing
+        :math:`\pm\varepsilon`, so a chain of such draws averages exactly to the chain of
+        conditional means when the rows start equal (a linear model's causal values carry no
+        Monte-Carlo error); rows of different pairs are independent.
+
+        Args:
+          key: PRNG key of the noise.
+          rows: ``[N, M]`` rows holding the given values.
+          given: ``[M]`` boolean, ``True`` where the value is given (kept).
+        """
+        g, lo = self._g, self._mean_lo
+        n, m = rows.shape
+        half = jax.random.normal(key, ((n + 1) // 2, m), g.mean.dtype)
+        noise = jnp.concatenate([half, -half], axis=0)[:n]
+        z = (rows - g.mean - lo) / g.safe_scale
+        draws = conditional_draws_rows(g.corr, given, z, noise)
+        return jnp.where(given[None, :], rows, g.mean + (lo + g.scale * draws))
 
     def coalition_values(self, f: Callable[[jax.Array], jax.Array], x: jax.Array, masks: jax.Array) -> jax.Array:
         """``v_x(S)`` for each coalition in ``masks``.

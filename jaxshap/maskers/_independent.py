@@ -148,6 +148,20 @@ class Independent(Masker):
         """The (weighted) mean background row ``[M]``."""
         return self.data.mean(axis=0) if self.weights is None else self.weights @ self.data
 
+    def draw_conditional(self, key: jax.Array, rows: jax.Array, given: jax.Array) -> jax.Array:
+        """One background row (drawn with the rows' weights) for each row's columns outside
+        ``given``: ``[N, M]``. The given values do not inform the draw (the interventional
+        answer: the background's marginal distribution of the other columns).
+
+        Args:
+          key: PRNG key of the draw.
+          rows: ``[N, M]`` rows holding the given values.
+          given: ``[M]`` boolean, ``True`` where the value is given (kept).
+        """
+        b = self.data.shape[0]
+        pick = jax.random.choice(key, b, (rows.shape[0],), p=self.weights)
+        return jnp.where(given[None, :], rows, self.data[pick])
+
     def coalition_values(self, f: Callable[[jax.Array], jax.Array], x: jax.Array, masks: jax.Array) -> jax.Array:
         """``v_x(S)`` for each coalition in ``masks``.
 
