@@ -456,3 +456,31 @@ def test_matches_pyale_up_to_its_centring():
     # the centring and the first-order parts vanish under the mixed second difference: cell means
     mixed = lambda v: v[1:, 1:] - v[:-1, 1:] - v[1:, :-1] + v[:-1, :-1]
     close(mixed(np.asarray(ours.values)), mixed(theirs.to_numpy()), 1e-4)
+
+
+# --- the plot ---------------------------------------------------------------------------------
+
+
+def test_plot_draws_each_kind(tmp_path):
+    plt = pytest.importorskip("matplotlib.pyplot")
+    X = categorical_data()
+    results = [
+        jaxshap.accumulated_local_effects(mlp_jax, X, 0, n_bootstrap=5),
+        jaxshap.accumulated_local_effects(mlp_jax, X, 2, categorical=[2], n_bootstrap=5),
+        jaxshap.accumulated_local_effects(mlp_jax, X, (0, 3), n_bins=4, n_bootstrap=0),
+    ]
+    for i, r in enumerate(results):
+        ax = jaxshap.plots.ale(r)
+        assert ax.get_xlabel() == r.feature_names[-1]
+        ax.figure.savefig(tmp_path / f"{i}.png")
+        assert (tmp_path / f"{i}.png").stat().st_size > 1000
+        plt.close(ax.figure)
+    line = jaxshap.plots.ale(results[0])
+    np.testing.assert_allclose(line.lines[0].get_ydata(), results[0].values, rtol=1e-6)
+    plt.close(line.figure)
+    several = jaxshap.accumulated_local_effects(mlp2_jax, X, 0, n_bootstrap=0)
+    with pytest.raises(ValueError, match="`output`"):
+        jaxshap.plots.ale(several)
+    ax = jaxshap.plots.ale(several, output=1)
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), several.values[:, 1], rtol=1e-6)
+    plt.close(ax.figure)
