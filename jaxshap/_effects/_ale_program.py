@@ -76,15 +76,16 @@ class Units(NamedTuple):
 
 def unit_differences(model: Model, X: jax.Array, features: tuple[int, ...], units: Units, chunk: int) -> jax.Array:
     """``[U, K]``: each unit's signed sum of the model over its corners, in chunks of ``chunk`` units."""
-    cols = jnp.asarray(features)
     n_corners = units.corners.shape[1]
     signs = jnp.asarray(SIGNS[n_corners], X.dtype)
+    columns = jnp.arange(X.shape[1])
 
     def batch(args):
         rows, corners = args
-        points = jnp.stack([t[corners[..., a]] for a, t in enumerate(units.tables)], axis=-1)  # [c, C, s]
         x = jnp.broadcast_to(X[rows][:, None, :], (rows.shape[0], n_corners, X.shape[1]))
-        x = x.at[:, :, cols].set(points.astype(X.dtype))
+        for a, (j, table) in enumerate(zip(features, units.tables)):
+            # a select, not a scatter into the column: XLA fuses it into the model's first layer
+            x = jnp.where(columns == j, table[corners[..., a]][..., None].astype(X.dtype), x)
         y = model.fn(x.reshape(-1, X.shape[1])).reshape(rows.shape[0], n_corners, -1)
         return jnp.einsum("c,ucK->uK", signs, y)
 
