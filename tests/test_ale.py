@@ -5,7 +5,7 @@ cells, the quantiles from the definition of the inverse empirical distribution f
 the category distances from their definitions.
 """
 
-import math
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -173,6 +173,10 @@ def mlp_jax(x):
 
 def mlp2_jax(x):
     return jnp.tanh(x @ W1.astype(np.float32)) @ W2.astype(np.float32)
+
+
+def head(w, x):
+    return jnp.tanh(x @ W1.astype(np.float32)) @ w
 
 
 def data(n=60, m=4, seed=1):
@@ -347,7 +351,8 @@ def test_stderr_agrees_with_an_oracle_bootstrap():
 
 def test_k_outputs_stack_each_output():
     X = categorical_data()
-    one = lambda k: (lambda x: mlp2_jax(x)[:, k])
+    # the output weights are the model's arrays (pytree leaves): both single outputs share a program
+    one = lambda k: functools.partial(head, jnp.asarray(W2[:, k], jnp.float32))
     for features, kw in ((0, {}), ((0, 3), {"n_bins": 4}), (2, {"categorical": [2]})):
         both = jaxshap.accumulated_local_effects(mlp2_jax, X, features, n_bootstrap=5, **kw)
         assert both.values.shape[-1] == 2 and both.stderr.shape == both.values.shape

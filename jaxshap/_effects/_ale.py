@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence
 import jax
 import numpy as np
 
-from .._core._inputs import as_key, check_finite_outputs
+from .._core._inputs import as_key, check_finite_outputs, is_traced
 from .._core._model import wrap_model
 from .._core._validate import DEFAULT_MEMORY_BUDGET, integer
 from ._ale_bins import (
@@ -159,8 +159,8 @@ def feature_items(features: Any, names: Sequence[str]) -> tuple[list[tuple[int, 
 def check_bootstrap(n_bootstrap: Any) -> int:
     rule = "0 (no standard errors) or an integer of at least 2"
     n = integer(n_bootstrap, "n_bootstrap", least=0, rule=rule)
-    if n == 1:
-        integer(n_bootstrap, "n_bootstrap", least=2, rule=rule)
+    if n == 1:  # one resample has no spread
+        raise ValueError(f"`n_bootstrap` must be {rule}; got 1.")
     return n
 
 
@@ -225,8 +225,8 @@ def accumulated_local_effects(
       model: callable ``[n, M] -> [n]`` or ``[n, K]``; JAX-traceable or a plain NumPy callable.
       X: data rows ``[n, M]`` (array or DataFrame; pandas ``category`` columns are replaced by
         their codes and treated as categorical).
-      features: a feature (position or name), a tuple ``(j, k)`` for a pair, or a list of such
-        items, which returns a tuple of results in the list's order.
+      features: a feature (position or name), a tuple ``(j, k)`` for a pair, or a list (or 1-D
+        array) of such items, which returns a tuple of results in the list's order.
       n_bins: the number of quantile bins per numeric feature (before repeated quantiles collapse).
       key: PRNG key (or int seed) for the bootstrap; ``None`` means ``jax.random.key(0)``.
       n_bootstrap: bootstrap resamples for ``stderr``; 0 gives ``stderr=None``.
@@ -243,6 +243,9 @@ def accumulated_local_effects(
         not integers; a pair with a categorical feature; a model that returns NaN or inf.
       TypeError: for a model that cannot be called, or features of the wrong type.
     """
+    if is_traced(X):
+        raise TypeError("`X` is traced: accumulated local effects bin the concrete rows on the host; call "
+                        "accumulated_local_effects outside jax.jit / jax.grad (the model may still be a JAX function).")
     X, found = category_frame_codes(X)
     X, names = prepare_data(X, feature_names)
     n_bins = integer(n_bins, "n_bins", least=1, rule="a positive integer number of bins")
