@@ -195,13 +195,21 @@ def accumulated_local_effects(
     centre by a trapezoid average instead, which shifts their values by a constant).
 
     **Categorical feature** (listed in ``categorical`` or a pandas ``category`` column; its values
-    are integer codes): the categories present are ordered by similarity in the other features
-    (Kolmogorov–Smirnov distances for numeric ones, total variation for categorical ones, summed,
-    then one-dimensional classical MDS, as ALEPlot does; see :mod:`jaxshap._effects._ale_order`
-    for the exact rule and its tie-breaking). The step between neighbours :math:`c_s, c_{s+1}`
-    is the mean of :math:`f(c_{s+1}, x_{\setminus j}) - f(c_s, x_{\setminus j})` over the rows
-    of both categories; the effects accumulate along the order from 0, each row takes its own
-    category's value, and they are centred likewise. ``grid`` holds the codes in that order.
+    are integer codes): the categories present are ordered by similarity in the other features,
+    as Apley & Zhu (section 5.3) and ALEPlot do. The distance between categories ``a`` and ``b``
+    is the sum over the other features of the Kolmogorov–Smirnov distance
+    :math:`\max_t |F_{m|a}(t) - F_{m|b}(t)|` between the feature's empirical distributions in the
+    two categories' rows (exact: the supremum over the feature's data values, where ALEPlot
+    evaluates at 100 quantiles), or, for a categorical other feature, the total variation distance
+    :math:`\frac12 \sum_v |P(x_m = v|a) - P(x_m = v|b)|`. The categories are sorted by their
+    one-dimensional classical MDS coordinate (the leading eigenvector of
+    :math:`-\frac12 J D^{\circ 2} J` scaled by the square root of its eigenvalue); coordinates equal
+    to 9 digits (relative to the largest) are ordered by code, and the coordinate's sign is flipped when the order would
+    start with a larger code than it ends with. One or two categories keep the codes' order. The
+    step between neighbours :math:`c_s, c_{s+1}` is the mean of
+    :math:`f(c_{s+1}, x_{\setminus j}) - f(c_s, x_{\setminus j})` over the rows of both
+    categories; the effects accumulate along the order from 0, each row takes its own category's
+    value, and they are centred likewise. ``grid`` holds the codes in that order.
 
     **Pair** ``(j, k)`` of numeric features: each row's second difference over the corners of its
     cell of the two quantile grids, averaged per cell and summed over the cells below and left of
