@@ -346,6 +346,28 @@ def test_stderr_agrees_with_an_oracle_bootstrap():
     assert not np.array_equal(np.asarray(r.stderr), np.asarray(other.stderr))
 
 
+def test_categorical_stderr_agrees_with_an_oracle_bootstrap():
+    X = categorical_data(n=200)
+    n_boot = 300
+    r = jaxshap.accumulated_local_effects(mlp_jax, X, 2, categorical=[2], n_bootstrap=n_boot, key=3)
+    order = oracle_order(X, 2, {2})  # resamples keep the order, as they keep bins
+    pos = np.array([order.index(v) for v in X[:, 2]])
+    K = len(order)
+    # each row's differences to its neighbours in the order (NaN where it has none)
+    up = np.array([mlp_np(moved(X[i], [2], [order[p + 1]])[None])[0] - mlp_np(X[i:i + 1].astype(np.float64))[0]
+                   if p < K - 1 else np.nan for i, p in enumerate(pos)])
+    down = np.array([mlp_np(X[i:i + 1].astype(np.float64))[0] - mlp_np(moved(X[i], [2], [order[p - 1]])[None])[0]
+                     if p > 0 else np.nan for i, p in enumerate(pos)])
+    rng = np.random.default_rng(4)
+    reps = []
+    for _ in range(n_boot):
+        b = rng.integers(0, X.shape[0], size=X.shape[0])
+        steps = [np.mean(np.concatenate([up[b][pos[b] == s], down[b][pos[b] == s + 1]])) for s in range(K - 1)]
+        g = np.concatenate([[0.0], np.cumsum(steps)])
+        reps.append(g - g[pos[b]].mean())
+    np.testing.assert_allclose(r.stderr, np.std(reps, axis=0, ddof=1), rtol=0.25)
+
+
 # --- outputs, features, pytree ----------------------------------------------------------------
 
 

@@ -93,7 +93,7 @@ def numeric_units(column: np.ndarray, n_bins: int, name: str):
     corners = np.stack([b, b - 1], axis=1)[:, :, None]
     counts = np.bincount(b - 1, minlength=edges.size - 1)
     return edges, dict(row=np.arange(column.size), corners=corners, segment=b - 1, value_index=b,
-                       fill=np.arange(edges.size - 1), tables=(edges,)), counts
+                       fill=np.arange(edges.size - 1), tables=(edges,), segment_value=np.arange(1, edges.size)), counts
 
 
 def categorical_units(X: np.ndarray, j: int, categorical, name: str):
@@ -113,7 +113,7 @@ def categorical_units(X: np.ndarray, j: int, categorical, name: str):
     corners = np.stack([lo + 1, lo], axis=1)[:, :, None]
     counts = np.bincount(position, minlength=order.size)
     return order, dict(row=row, corners=corners, segment=lo, value_index=position,
-                       fill=np.arange(order.size - 1), tables=(order,)), counts
+                       fill=np.arange(order.size - 1), tables=(order,), segment_value=np.zeros(order.size - 1)), counts
 
 
 def pair_units(X: np.ndarray, pair: tuple[int, int], n_bins: int, names: Sequence[str]):
@@ -126,9 +126,10 @@ def pair_units(X: np.ndarray, pair: tuple[int, int], n_bins: int, names: Sequenc
     nj, nk = edges[0].size - 1, edges[1].size - 1
     corners = np.stack([np.stack(p, axis=1) for p in ((bj, bk), (bj - 1, bk), (bj, bk - 1), (bj - 1, bk - 1))], axis=1)
     counts = cell_counts(bj, bk, nj, nk)
+    upper = np.arange(1, nj + 1)[:, None] * (nk + 1) + np.arange(1, nk + 1)[None, :]  # each cell's upper corner
     return tuple(edges), dict(row=np.arange(bj.size), corners=corners, segment=(bj - 1) * nk + (bk - 1),
                               value_index=bj * (nk + 1) + bk, fill=nearest_filled(counts, *edges),
-                              tables=tuple(edges)), counts
+                              tables=tuple(edges), segment_value=upper.ravel()), counts
 
 
 # --- arguments ------------------------------------------------------------------------------
@@ -270,6 +271,7 @@ def accumulated_local_effects(
 
 def _one(wrapped, X, host, item, n_bins, n_bootstrap, cats, names, budget, key) -> ALE:
     """The ALE of one feature or pair: units on the host, then the compiled program."""
+    is_categorical = len(item) == 1 and item[0] in cats
     if len(item) == 2:
         bad = [names[j] for j in item if j in cats]
         if bad:
@@ -279,7 +281,7 @@ def _one(wrapped, X, host, item, n_bins, n_bootstrap, cats, names, budget, key) 
             )
         grid, spec, counts = pair_units(host, item, n_bins, names)
         kind, shape = "pair", (grid[0].size, grid[1].size)
-    elif item[0] in cats:
+    elif is_categorical:
         grid, spec, counts = categorical_units(host, item[0], cats, names[item[0]])
         kind, shape = "first", (grid.size,)
     else:
@@ -289,7 +291,7 @@ def _one(wrapped, X, host, item, n_bins, n_bootstrap, cats, names, budget, key) 
     n_corners = units.corners.shape[1]
     chunk = units_per_chunk(wrapped, int(units.row.shape[0]), n_corners, X.shape[1], X.dtype.itemsize, budget)
     layout = Layout(kind, int(np.prod([s - 1 for s in shape])) if kind == "pair" else shape[0] - 1, shape,
-                    chunk, n_bootstrap)
+                    chunk, n_bootstrap, rows_are_units=not is_categorical)
     values, stderr, finite = ale_program(wrapped, X, item, units, layout, key)
     check_finite_outputs(finite, "`model`", row_ids=np.asarray(spec["row"]), source=" of `X` (moved to a bin edge)",
                          hint=EDGE_ROWS_HINT)
@@ -297,4 +299,4 @@ def _one(wrapped, X, host, item, n_bins, n_bootstrap, cats, names, budget, key) 
         values = values[..., 0]
         stderr = None if stderr is None else stderr[..., 0]
     grid = tuple(jax.numpy.asarray(g) for g in grid) if kind == "pair" else jax.numpy.asarray(grid)
-    return ALE(grid, values, stderr, jax.numpy.asarray(counts), item, [names[j] for j in item], kind == "first" and item[0] in cats)
+    return ALE(grid, values, stderr, jax.numpy.asarray(counts), item, [names[j] for j in item], is_categorical)

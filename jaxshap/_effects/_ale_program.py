@@ -43,6 +43,8 @@ class Layout(NamedTuple):
         ``(n_j + 1, n_k + 1)``.
       chunk: units per chunk of model evaluations.
       n_bootstrap: bootstrap replicates (0: none).
+      rows_are_units: whether unit ``i`` is row ``i`` (one unit per row, in row order: a numeric
+        feature or a pair), so that a segment's rows all sit at one value (``segment_value``).
     """
 
     kind: str
@@ -50,6 +52,7 @@ class Layout(NamedTuple):
     shape: tuple[int, ...]
     chunk: int
     n_bootstrap: int
+    rows_are_units: bool
 
 
 class Units(NamedTuple):
@@ -64,6 +67,8 @@ class Units(NamedTuple):
       fill: ``[n_segments]`` the segment whose full-sample mean stands for each segment (itself,
         or for an empty cell of a pair the nearest non-empty one).
       tables: ``s`` arrays of the values the features take at the corners (edges or codes).
+      segment_value: ``[n_segments]`` where the rows of each segment sit in the flattened values
+        (used when the rows are the units).
     """
 
     row: jax.Array
@@ -72,6 +77,7 @@ class Units(NamedTuple):
     value_index: jax.Array
     fill: jax.Array
     tables: tuple
+    segment_value: jax.Array
 
 
 def unit_differences(model: Model, X: jax.Array, features: tuple[int, ...], units: Units, chunk: int) -> jax.Array:
@@ -95,9 +101,10 @@ def unit_differences(model: Model, X: jax.Array, features: tuple[int, ...], unit
 def _segment_means(d, weights, units: Units, layout: Layout, fallback):
     """Weighted segment means ``[S, K]`` and weights ``[S]``; empty segments take ``fallback``
     (the full sample's means) or, without one, the mean of their ``fill`` segment."""
-    w = weights[units.row]
-    total = jax.ops.segment_sum(w[:, None] * d, units.segment, layout.n_segments)
-    count = jax.ops.segment_sum(w, units.segment, layout.n_segments)
+    w = weights if layout.rows_are_units else weights[units.row]
+    both = jnp.concatenate([w[:, None] * d, w[:, None]], axis=1)  # one pass over the units
+    summed = jax.ops.segment_sum(both, units.segment, layout.n_segments)
+    total, count = summed[:, :-1], summed[:, -1]
     mean = total / jnp.maximum(count, 1)[:, None]
     if fallback is None:
         return mean[units.fill], count
@@ -139,7 +146,11 @@ def effects(d, weights, units: Units, layout: Layout, fallback=None):
     else:
         g, steps = jnp.pad(jnp.cumsum(mean, 0), ((1, 0), (0, 0))), ()
     flat = g.reshape(-1, g.shape[-1])
-    centre = jnp.sum(weights[:, None] * flat[units.value_index], axis=0) / jnp.sum(weights)
+    if layout.rows_are_units:  # each segment's rows sit at one value: weigh the values by the counts
+        at_value = jnp.zeros(flat.shape[0], count.dtype).at[units.segment_value].add(count)
+    else:
+        at_value = jax.ops.segment_sum(weights, units.value_index, flat.shape[0])
+    centre = jnp.sum(at_value[:, None] * flat, axis=0) / jnp.sum(at_value)
     return g - centre, (mean, *steps)
 
 
@@ -167,8 +178,8 @@ def ale_program(model: Model, X: jax.Array, features: tuple[int, ...], units: Un
     return values, stderr, jnp.isfinite(d).all(-1)
 
 
-def as_units(row, corners, segment, value_index, fill, tables) -> Units:
+def as_units(row, corners, segment, value_index, fill, tables, segment_value) -> Units:
     """:class:`Units` from host arrays (int32 indices, tables in the data's dtype)."""
     as32 = lambda a: jnp.asarray(np.asarray(a, np.int32))
     return Units(as32(row), as32(corners), as32(segment), as32(value_index), as32(fill),
-                 tuple(jnp.asarray(t) for t in tables))
+                 tuple(jnp.asarray(t) for t in tables), as32(segment_value))
