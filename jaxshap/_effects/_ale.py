@@ -31,7 +31,7 @@ from ._ale_bins import (
     category_frame_codes,
     cell_counts,
     check_codes,
-    distinct_or_refuse,
+    refuse_constant,
     nearest_filled,
     quantile_edges,
     resolve_categorical,
@@ -87,7 +87,8 @@ class ALE:
 
 def numeric_units(column: np.ndarray, n_bins: int, name: str):
     """One unit per row: its bin's two edges; the row's value sits at its bin's upper edge."""
-    distinct_or_refuse(column, name)
+    column = np.ascontiguousarray(column)
+    refuse_constant(column, name)
     edges = quantile_edges(column, n_bins)
     b = bin_index(column, edges)
     corners = np.stack([b, b - 1], axis=1)[:, :, None]
@@ -103,7 +104,7 @@ def categorical_units(X: np.ndarray, j: int, categorical, name: str):
     as ALEPlot does; the row's value is its own category's."""
     column = X[:, j]
     check_codes(column, name)
-    distinct_or_refuse(column, name)
+    refuse_constant(column, name)
     order = category_order(X, j, categorical)
     sorter = np.argsort(order)
     position = sorter[np.searchsorted(order, column, sorter=sorter)]
@@ -118,9 +119,9 @@ def categorical_units(X: np.ndarray, j: int, categorical, name: str):
 
 def pair_units(X: np.ndarray, pair: tuple[int, int], n_bins: int, names: Sequence[str]):
     """One unit per row: the four corners of its cell; the row's value sits at the cell's upper corner."""
-    cols = [X[:, j] for j in pair]
+    cols = [np.ascontiguousarray(X[:, j]) for j in pair]
     for c, j in zip(cols, pair):
-        distinct_or_refuse(c, names[j])
+        refuse_constant(c, names[j])
     edges = [quantile_edges(c, n_bins) for c in cols]
     bj, bk = (bin_index(c, e) for c, e in zip(cols, edges))
     nj, nk = edges[0].size - 1, edges[1].size - 1

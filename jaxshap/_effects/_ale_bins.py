@@ -25,15 +25,24 @@ def quantile_edges(column: np.ndarray, n_bins: int) -> np.ndarray:
     data value and bins are closed on their upper edge, none is empty.
     """
     n = column.size
-    rank = np.unique(np.maximum(1, -(-n * np.arange(n_bins + 1, dtype=np.int64) // n_bins))) - 1
-    return np.unique(np.partition(column, rank)[rank])  # order statistics without a full sort
+    rank = np.maximum(1, -(-n * np.arange(n_bins + 1, dtype=np.int64) // n_bins)) - 1
+    return np.unique(np.sort(column)[rank])
+
+
+COMPARE_EDGES = 64
+"""Up to this many edges, bins are found by one comparison pass per edge (faster on the host than
+a binary search per value); beyond it, by :func:`numpy.searchsorted`."""
 
 
 def bin_index(column: np.ndarray, edges: np.ndarray) -> np.ndarray:
     """The 1-based bin of each value: bin ``k`` is ``(edges[k-1], edges[k]]``, and bin 1 also holds
     ``edges[0]`` (the minimum)."""
-    k = np.searchsorted(edges, column, side="left")
-    return np.clip(k, 1, edges.size - 1).astype(np.int32)
+    if edges.size > COMPARE_EDGES:
+        return np.clip(np.searchsorted(edges, column, side="left"), 1, edges.size - 1).astype(np.int32)
+    k = np.ones(column.size, np.int32)
+    for edge in edges[1:-1]:  # 1 + the inner edges below the value: a few vectorised passes
+        k += column > edge
+    return k
 
 
 def cell_counts(bins_j: np.ndarray, bins_k: np.ndarray, n_j: int, n_k: int) -> np.ndarray:
@@ -91,15 +100,14 @@ def check_codes(column: np.ndarray, name: str) -> None:
         )
 
 
-def distinct_or_refuse(column: np.ndarray, name: str) -> np.ndarray:
-    """The distinct values of a feature, refusing a constant one (it has no effect to accumulate)."""
-    values = np.unique(column)
-    if values.size < 2:
+def refuse_constant(column: np.ndarray, name: str) -> None:
+    """Refuse a constant feature: it has no effect to accumulate."""
+    low, high = column.min(), column.max()
+    if low == high:
         raise ValueError(
-            f"`features`: feature {name!r} is constant in `X` (its only value is {values[0]!r}); "
+            f"`features`: feature {name!r} is constant in `X` (its only value is {low!r}); "
             "accumulated local effects need at least two distinct values."
         )
-    return values
 
 
 def resolve_categorical(categorical: Any, found: Sequence[str], resolve) -> frozenset[int]:
