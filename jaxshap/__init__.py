@@ -9,7 +9,8 @@ Public API (everything else is private):
   gradients), :func:`integrated_gradients` and :class:`AmortizedExplainer` (FastSHAP).
 * Result: :class:`Explanation`.
 * Interactions and effects: :func:`partial_dependence` (:class:`PartialDependence`),
-  :func:`h_statistic` (:class:`HStatistics`), :func:`functional_anova` (:class:`FunctionalANOVA`).
+  :func:`h_statistic` (:class:`HStatistics`), :func:`functional_anova` (:class:`FunctionalANOVA`),
+  :func:`accumulated_local_effects` (:class:`ALE`).
 * Runtime: :func:`enable_compilation_cache` (JAX's persistent compilation cache, one switch).
 * Data: :func:`sample` (shap's ``shap.sample``: the same background rows).
 * Submodules: :mod:`jaxshap.maskers` (value functions), :mod:`jaxshap.estimators` (estimator
@@ -27,6 +28,7 @@ from ._explainers._auto import Explainer
 from ._explainers._exact import ExactExplainer
 from ._explainers._gradient import GradientExplainer, integrated_gradients
 from ._result._explanation import Explanation
+from ._effects._ale import ALE, accumulated_local_effects
 from ._effects._functional_anova import FunctionalANOVA, functional_anova
 from ._effects._hstats import HStatistics, h_statistic
 from ._explainers._kernel import KernelExplainer
@@ -40,6 +42,7 @@ from ._explainers._tree import TreeExplainer
 __version__ = "0.1.0"
 
 __all__ = [
+    "ALE",
     "AmortizedExplainer",
     "DEFAULT_MEMORY_BUDGET",
     "ExactExplainer",
@@ -54,6 +57,7 @@ __all__ = [
     "PartitionExplainer",
     "PermutationExplainer",
     "TreeExplainer",
+    "accumulated_local_effects",
     "coalitions",
     "datasets",
     "enable_compilation_cache",

@@ -6,15 +6,20 @@ as ``shap.plots.bar`` takes them) is converted, everything else is passed throug
 ``jaxshap.plots.heatmap(expl, instance_order=expl.sum(1))`` and
 ``jaxshap.plots.bar(expl.cohorts(2).abs.mean(0))`` draw what shap draws. shap (the ``plots``
 extra) must be installed.
+
+:func:`ale` draws an :class:`~jaxshap.ALE` result itself, with matplotlib (also in the ``plots``
+extra).
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
+import numpy as np
+
 PLOTS = ("bar", "beeswarm", "decision", "force", "heatmap", "scatter", "violin", "waterfall")
 
-__all__ = list(PLOTS)
+__all__ = ["ale", *PLOTS]
 
 
 def _convert(arg: Any) -> Any:
@@ -46,3 +51,73 @@ heatmap = _forward("heatmap")
 scatter = _forward("scatter")
 violin = _forward("violin")
 waterfall = _forward("waterfall")
+
+
+def _pick_output(array: Any, n_axes: int, output: int | None) -> Any:
+    """One output's values from an array with ``n_axes`` grid axes and maybe a trailing output axis."""
+    a = None if array is None else np.asarray(array, np.float64)
+    if a is None or a.ndim == n_axes:
+        return a
+    if output is None:
+        raise ValueError(f"`output`: the result has {a.shape[-1]} outputs; pass output=k to draw one of them.")
+    if not -a.shape[-1] <= output < a.shape[-1]:
+        raise ValueError(f"`output` must be an output from 0 to {a.shape[-1] - 1}; got {output!r}.")
+    return a[..., output]
+
+
+def ale(result: Any, ax: Any = None, *, output: int | None = None, band: float = 1.96, contour: bool = True,
+        show: bool = False) -> Any:
+    """Draw accumulated local effects (a :class:`~jaxshap.ALE` from :func:`jaxshap.accumulated_local_effects`).
+
+    A numeric feature is a line through the values at the bin edges with a band of
+    ``values +- band * stderr`` (when the result has standard errors) and a rug of the bin
+    edges; a categorical one is points with error bars at its categories, in the order the
+    effects accumulate along; a pair is a heatmap of the values on the two features' bin edges
+    (with labelled contour lines when ``contour``).
+
+    Args:
+      result: an :class:`~jaxshap.ALE`.
+      ax: matplotlib axes to draw in (default: a new figure's).
+      output: which output of a multi-output model to draw (required when there are several).
+      band: the half-width of the band in standard errors (1.96: a pointwise 95% normal band).
+      contour: draw contour lines over a pair's heatmap.
+      show: call ``matplotlib.pyplot.show()`` at the end.
+
+    Returns:
+      The matplotlib axes.
+    """
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError as err:
+        raise ImportError("jaxshap.plots.ale draws with matplotlib: install it with `pip install 'jaxshap[plots]'`.") from err
+    if ax is None:
+        _, ax = plt.subplots()
+    names = result.feature_names
+    if len(result.features) == 2:
+        x, y = (np.asarray(g, np.float64) for g in result.grid)
+        v = _pick_output(result.values, 2, output)
+        mesh = ax.pcolormesh(y, x, v, shading="gouraud", cmap="RdBu_r")
+        if contour:
+            ax.clabel(ax.contour(y, x, v, colors="black", linewidths=0.6), fontsize=7)
+        ax.figure.colorbar(mesh, ax=ax, label="ALE (second order)")
+        ax.set_xlabel(names[1])
+        ax.set_ylabel(names[0])
+    else:
+        v = _pick_output(result.values, 1, output)
+        s = _pick_output(result.stderr, 1, output)
+        grid = np.asarray(result.grid, np.float64)
+        x = np.arange(grid.size) if result.categorical else grid
+        if result.categorical:
+            ax.errorbar(x, v, yerr=None if s is None else band * s, fmt="o", capsize=3)
+            ax.set_xticks(x, [f"{c:g}" for c in grid])
+        else:
+            ax.plot(x, v, marker=".")
+            if s is not None:
+                ax.fill_between(x, v - band * s, v + band * s, alpha=0.25, linewidth=0)
+            ax.plot(x, np.full_like(x, np.min(v if s is None else v - band * s)), "|", color="k", alpha=0.5)
+        ax.axhline(0.0, color="grey", linewidth=0.5)
+        ax.set_xlabel(names[0])
+        ax.set_ylabel("ALE")
+    if show:
+        plt.show()
+    return ax

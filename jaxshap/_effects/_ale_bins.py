@@ -1,0 +1,108 @@
+"""Bins of accumulated local effects, on the host: quantile edges, bin membership, empty cells.
+
+Apley & Zhu (2020), "Visualizing the effects of predictor variables in black box supervised
+learning models", JRSS-B 82(4), section 3: a numeric feature's range is cut at its sample
+quantiles, every bin holds rows, and the local effect of a bin is averaged over the rows in it.
+Everything here is NumPy on concrete data; the model is never called.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+
+def quantile_edges(column: np.ndarray, n_bins: int) -> np.ndarray:
+    r"""Bin edges of one numeric feature: the ``n_bins + 1`` sample quantiles at ``0, 1/n_bins, ..., 1``.
+
+    The quantile at ``p`` is the inverse of the empirical distribution function (R's
+    ``type = 1``, as ALEPlot takes them): the smallest order statistic :math:`x_{(i)}` with
+    :math:`i / n \ge p`, here :math:`i = \lceil n k / n_{bins} \rceil` in integer arithmetic
+    (so no rounding of ``k / n_bins`` moves an edge). Every edge is a data value, the first is the
+    minimum and the last the maximum. Repeated quantiles (a feature with ties or few distinct
+    values) collapse into one edge, so fewer than ``n_bins`` bins may remain; since each edge is a
+    data value and bins are closed on their upper edge, none is empty.
+    """
+    n = column.size
+    rank = np.maximum(1, -(-n * np.arange(n_bins + 1, dtype=np.int64) // n_bins)) - 1
+    return np.unique(np.sort(column)[rank])
+
+
+COMPARE_EDGES = 64
+"""Up to this many edges, bins are found by one comparison pass per edge (faster on the host than
+a binary search per value); beyond it, by :func:`numpy.searchsorted`."""
+
+
+def bin_index(column: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """The 1-based bin of each value: bin ``k`` is ``(edges[k-1], edges[k]]``, and bin 1 also holds
+    ``edges[0]`` (the minimum)."""
+    if edges.size > COMPARE_EDGES:
+        return np.clip(np.searchsorted(edges, column, side="left"), 1, edges.size - 1).astype(np.int32)
+    k = np.ones(column.size, np.int32)
+    for edge in edges[1:-1]:  # 1 + the inner edges below the value: a few vectorised passes
+        k += column > edge
+    return k
+
+
+def cell_counts(bins_j: np.ndarray, bins_k: np.ndarray, n_j: int, n_k: int) -> np.ndarray:
+    """Rows per cell ``[n_j, n_k]`` of two features' (1-based) bins."""
+    counts = np.zeros((n_j, n_k), np.int64)
+    np.add.at(counts, (bins_j - 1, bins_k - 1), 1)
+    return counts
+
+
+def nearest_filled(counts: np.ndarray, edges_j: np.ndarray, edges_k: np.ndarray) -> np.ndarray:
+    """For each cell (row-major, ``[n_j * n_k]``), the cell whose mean stands in for it.
+
+    A cell with rows stands for itself. An empty cell takes the non-empty cell nearest to it,
+    as ALEPlot does: the distance is Euclidean between cell midpoints, each axis divided by
+    its feature's range (``edges[-1] - edges[0]``); among equally near cells the first in
+    row-major order wins.
+    """
+    mid_j = (edges_j[1:] + edges_j[:-1]) / (2.0 * (edges_j[-1] - edges_j[0]))
+    mid_k = (edges_k[1:] + edges_k[:-1]) / (2.0 * (edges_k[-1] - edges_k[0]))
+    cj, ck = np.meshgrid(mid_j.astype(np.float64), mid_k.astype(np.float64), indexing="ij")
+    full = np.flatnonzero(counts.ravel() > 0)
+    d2 = (cj.ravel()[:, None] - cj.ravel()[full][None, :]) ** 2 + (ck.ravel()[:, None] - ck.ravel()[full][None, :]) ** 2
+    fill = full[np.argmin(d2, axis=1)]
+    return np.where(counts.ravel() > 0, np.arange(counts.size), fill).astype(np.int32)
+
+
+# --- categorical columns ----------------------------------------------------------------------
+
+
+def check_codes(column: np.ndarray, name: str) -> None:
+    """Refuse a categorical column whose values are not integer codes."""
+    if not np.all(np.equal(np.mod(column, 1), 0)):
+        raise ValueError(
+            f"`categorical`: feature {name!r} holds values that are not integers; categorical columns hold "
+            "integer category codes (a pandas `category` column's codes are taken by themselves)."
+        )
+
+
+def refuse_constant(column: np.ndarray, name: str) -> None:
+    """Refuse a constant feature: it has no effect to accumulate."""
+    low, high = column.min(), column.max()
+    if low == high:
+        raise ValueError(
+            f"`features`: feature {name!r} is constant in `X` (its only value is {low!r}); "
+            "accumulated local effects need at least two distinct values."
+        )
+
+
+def resolve_categorical(categorical: Any, found: Sequence[str], resolve) -> frozenset[int]:
+    """Column indices of the categorical features: those named in ``categorical`` (positions or
+    names, resolved by ``resolve``) and the pandas ``category`` columns found in ``X``."""
+    if categorical is None:
+        items = []
+    elif isinstance(categorical, (str, int, np.integer)) and not isinstance(categorical, (bool, np.bool_)):
+        items = [categorical]
+    else:
+        try:
+            items = list(categorical)
+        except TypeError:
+            raise TypeError(
+                f"`categorical` must be feature positions or names (a sequence); got {type(categorical).__name__}."
+            ) from None
+    return frozenset(resolve(v) for v in list(items) + list(found))

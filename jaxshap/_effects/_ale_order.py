@@ -1,0 +1,93 @@
+r"""The order of a categorical feature's categories for accumulated local effects.
+
+Local effects accumulate along an order, and categories have none; Apley & Zhu (2020, JRSS-B,
+section 5.3) order them so that neighbours are alike in the *other* features, as their R
+package ALEPlot does:
+
+1. for every other feature :math:`m`, a distance between each two categories :math:`a, b` of
+   the distributions of :math:`x_m` in the rows of ``a`` and of ``b``: the Kolmogorov–Smirnov
+   distance :math:`\max_t |F_{m|a}(t) - F_{m|b}(t)|` for a numeric feature (here exact: the
+   supremum over the data values of :math:`x_m`, where ALEPlot evaluates the empirical
+   distribution functions at 100 quantiles), the total variation distance
+   :math:`\frac12 \sum_v |P(x_m = v|a) - P(x_m = v|b)|` for a categorical one;
+2. the distances summed over the other features, :math:`D_{ab} = \sum_m D^{(m)}_{ab}`;
+3. classical multidimensional scaling of :math:`D` to one dimension (the leading eigenvector
+   of :math:`-\frac12 J D^{\circ 2} J`, :math:`J = I - \frac1K 11^\top`, scaled by the square
+   root of its eigenvalue), and the categories sorted by that coordinate.
+
+The coordinate's sign is arbitrary: when the order by coordinate starts with a larger category
+code than it ends with, the coordinate's sign is flipped. Coordinates equal up to rounding
+(:data:`TIE_DIGITS` digits relative to the largest) are ties, ordered by code. With one or two
+categories, the order is the codes' order.
+"""
+
+from __future__ import annotations
+
+from typing import Container
+
+import numpy as np
+
+TIE_DIGITS = 9
+"""Coordinates that agree to this many digits (relative to the largest) are ties."""
+
+
+def ks_distances(values: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:
+    """``[K, K]`` Kolmogorov–Smirnov distances between the groups' empirical distributions of ``values``."""
+    points = np.unique(values)
+    cdf = np.zeros((n_groups, points.size))
+    for g in range(n_groups):
+        own = np.sort(values[groups == g])
+        cdf[g] = np.searchsorted(own, points, side="right") / own.size
+    return np.abs(cdf[:, None, :] - cdf[None, :, :]).max(axis=-1)
+
+
+def tv_distances(values: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:
+    """``[K, K]`` total variation distances between the groups' distributions of a discrete ``values``."""
+    levels, codes = np.unique(values, return_inverse=True)
+    table = np.zeros((n_groups, levels.size))
+    np.add.at(table, (groups, codes.ravel()), 1.0)
+    table /= table.sum(axis=1, keepdims=True)
+    return 0.5 * np.abs(table[:, None, :] - table[None, :, :]).sum(axis=-1)
+
+
+def category_distances(X: np.ndarray, j: int, groups: np.ndarray, n_groups: int, categorical: Container[int]) -> np.ndarray:
+    """``D``: the distances of step 2 between the categories of feature ``j``, summed over the others.
+
+    Args:
+      X: the data rows ``[n, M]`` (host).
+      j: the categorical feature.
+      groups: each row's category as a position ``0 .. K-1``.
+      n_groups: ``K``.
+      categorical: the indices of the categorical features (total variation for them, KS otherwise).
+    """
+    D = np.zeros((n_groups, n_groups))
+    for m in range(X.shape[1]):
+        if m == j:
+            continue
+        measure = tv_distances if m in categorical else ks_distances
+        D += measure(X[:, m], groups, n_groups)
+    return D
+
+
+def mds_order(D: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """The categories (``codes``, one per row of ``D``) sorted by their 1-D classical MDS coordinate."""
+    k = D.shape[0]
+    J = np.eye(k) - 1.0 / k
+    B = -0.5 * J @ (D**2) @ J
+    eigval, eigvec = np.linalg.eigh((B + B.T) / 2)
+    coord = eigvec[:, -1] * np.sqrt(max(eigval[-1], 0.0))
+    scale = np.abs(coord).max()
+    if scale > 0:
+        coord = np.round(coord / scale, TIE_DIGITS)
+    order = np.lexsort((codes, coord))
+    if codes[order[0]] > codes[order[-1]]:
+        order = np.lexsort((codes, -coord))
+    return codes[order]
+
+
+def category_order(X: np.ndarray, j: int, categorical: Container[int]) -> np.ndarray:
+    """The codes of feature ``j``'s categories (those present in ``X``) in the order effects accumulate along."""
+    codes, groups = np.unique(X[:, j], return_inverse=True)
+    if codes.size <= 2:
+        return codes
+    return mds_order(category_distances(X, j, groups.ravel(), codes.size, categorical), codes)
