@@ -21,12 +21,18 @@ in the Möbius transform: the leaf only gives components ``S subseteq P_l``, and
     \qquad \beta_l(Q) = \operatorname{mean}_b \prod_{j \in Q} c_j(b),
 
 where ``beta_l`` (a superset sum of the histogram of the background's follow patterns) does
-not depend on ``x`` and is computed once per leaf on the host. Per row the kernel forms
-``g(R) = w_l (-1)^{|R|} beta_l(P_l \ R) prod_{j in R} a_j`` for the ``2**U`` subsets ``R`` of a
-path's ``U`` slots by doubling, sums it over subsets (``U`` butterfly passes) and multiplies by
-``(-1)^{|S|}``; a segment sum then scatters each (path, local subset) into its global feature
-set. Paths are grouped by ``U`` so no path is padded. Rows run along the minor axis, so the
-products, the butterflies and the scatter move whole vectors of rows.
+not depend on ``x``. With ``x``'s pattern ``A`` (the slots it follows) the sum runs over
+``R subseteq S cap A``, so with the host table
+``Z_l(Q) = sum_{R subseteq Q} w_l (-1)^{|R|} beta_l(P_l \ R)`` (computed once per leaf)
+
+.. math::
+
+    m^{(l)}_S(x) = (-1)^{|S|}\, Z_l(S \cap A),
+
+one gather per (path, subset ``S``, row). A segment sum then adds each (path, local subset)
+into its global feature set. Paths are grouped by their number of distinct features ``U`` so
+that no path is padded; the ``2**U`` subsets of a group's paths are a static axis. Rows run
+along the minor axis, so the scatter moves whole vectors of rows.
 """
 
 from __future__ import annotations
@@ -50,9 +56,9 @@ class DecompositionTables:
 
     Attributes:
       groups: one dict per path width ``U``: ``slots`` (the slot tests, ``[P, U, 1]``),
-        ``coef`` ``[P, 2**U]`` (``w_l (-1)^{|R|} beta_l(P_l \\ R)``), ``sign`` ``[2**U]``
-        (``(-1)^{|S|}``), ``target`` ``[P * 2**U]`` int32 (the column ``set * K + output`` each
-        path's subset adds to, ``n_columns`` for the empty set and sets above ``max_order``),
+        ``totals`` ``[P * 2**U]`` (``Z_l(Q)``), ``sign`` ``[2**U]`` (``(-1)^{|S|}``), ``target``
+        ``[P * 2**U]`` int32 (the column ``set * K + output`` each path's subset adds to,
+        ``n_columns`` for the empty set and sets above ``max_order``),
         ``value`` ``[P]`` and ``output`` ``[P]`` (for the prediction).
       sets: the global feature sets, sorted tuples ordered by size, then lexicographically.
       intercept: ``[K]`` float64, ``mean_b f(b)``.
@@ -172,12 +178,13 @@ def build_tables(paths: Paths, background: np.ndarray, max_order: int, dtype, ma
         size = 2**g.n_slots
         target = np.full(keep.size, n_columns, np.int64)
         target[keep] = gid * k + np.repeat(g.output[first], size)[keep]
+        target = target.reshape(-1, size)[segment].reshape(-1)  # per path: its feature set's columns
         sign = np.where(all_codes_bits(g.n_slots).sum(1) % 2 == 1, -1.0, 1.0)
         slots = {name: jax.device_put(a[:, :, None] if name != "cat_words" else a[:, :, None, :])
                  for name, a in host_slots(g, dtype).items()}
         groups.append({
             "slots": slots, "totals": jax.device_put(totals.reshape(-1).astype(dtype)),
-            "sign": jax.device_put(sign.astype(dtype)), "segment": jax.device_put(segment.astype(np.int32)),
+            "sign": jax.device_put(sign.astype(dtype)),
             "target": jax.device_put(target.astype(np.int32)), "value": jax.device_put(g.value.astype(dtype)),
             "output": jax.device_put(g.output.astype(np.int32)),
         })
@@ -217,9 +224,7 @@ def chunk_components(groups: tuple, X: jax.Array, n_columns: int, n_outputs: int
         reach = jnp.where(a == size - 1, params["value"][:, None], 0.0)
         fx = fx + jax.ops.segment_sum(reach, params["output"], num_segments=n_outputs)
         subsets = jnp.arange(size, dtype=jnp.int32)
-        index = (jnp.arange(p, dtype=jnp.int32) * size)[:, None, None] + (subsets[None, :, None] & a[:, None, :])
-        m = params["totals"][index] * params["sign"][None, :, None]  # [P, 2**U, r]
-        m = jax.ops.segment_sum(m, params["segment"], num_segments=int(params["target"].shape[0]) // size,
-                                indices_are_sorted=True)
+        totals = params["totals"].reshape(p, size, 1)
+        m = jnp.take_along_axis(totals, subsets[None, :, None] & a[:, None, :], axis=1) * params["sign"][None, :, None]
         out = out + jax.ops.segment_sum(m.reshape(-1, r), params["target"], num_segments=n_columns + 1)
     return out[:n_columns], fx
