@@ -244,3 +244,41 @@ def test_errors(fitted):
             ex.decompose(rows, max_order=bad)
     with pytest.raises(ValueError, match="features"):
         ex.decompose(rows[:, :3])
+
+
+@pytest.mark.parametrize("kind", ["lgb", "xgb"])
+def test_categorical_splits(kind):
+    """Set-membership splits (more than 32 categories: two words of bits), against the definition."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    n = 400
+    c, d = rng.integers(0, 40, size=n), rng.integers(0, 5, size=n)
+    a, b = rng.normal(size=n), rng.normal(size=n)
+    y = np.sin(np.arange(40) * 1.7)[c] * 2 + np.asarray([1.0, -1.0, 0.5, 0.0, 2.0])[d] * a + b
+    df = pd.DataFrame({"c": pd.Categorical(c, categories=range(40)), "a": a,
+                       "d": pd.Categorical(d, categories=range(5)), "b": b})
+    if kind == "lgb":
+        model = lgb.LGBMRegressor(n_estimators=5, num_leaves=8, min_data_per_group=5, cat_smooth=1.0,
+                                  max_cat_threshold=32, verbose=-1).fit(df, y)
+        raw = lambda Z: np.asarray(model.predict(Z, raw_score=True), np.float64)  # noqa: E731
+    else:
+        model = xgb.XGBRegressor(n_estimators=5, max_depth=3, enable_categorical=True, tree_method="hist",
+                                 max_cat_to_onehot=1).fit(df, y)
+        raw = lambda Z: np.asarray(model.predict(Z, output_margin=True), np.float64)  # noqa: E731
+    rows, bg = df.iloc[:3], df.iloc[200:225]
+    dec = jaxshap.TreeExplainer(model, bg).decompose(rows)
+    np.testing.assert_allclose(dec.predict(), raw(rows), atol=ATOL)
+    for i in range(3):
+        v = {}
+        for r in range(5):
+            for T in itertools.combinations(range(4), r):
+                hybrid = bg.copy()
+                for j in T:
+                    hybrid.iloc[:, j] = rows.iloc[i, j]
+                v[T] = raw(hybrid).mean()
+        for S, comp in dec.components.items():
+            truth = sum((-1) ** (len(S) - len(T)) * v[T] for r in range(len(S) + 1) for T in itertools.combinations(S, r))
+            np.testing.assert_allclose(comp[i], truth, atol=ATOL, err_msg=f"component {S}")
+        assert not any(abs(sum((-1) ** (len(S) - len(T)) * v[T] for r in range(len(S) + 1)
+                               for T in itertools.combinations(S, r))) > ATOL
+                       for S in v if S and S not in dec.components)
