@@ -29,7 +29,8 @@ not depend on ``x``. With ``x``'s pattern ``A`` (the slots it follows) the sum r
 
     m^{(l)}_S(x) = (-1)^{|S|}\, Z_l(S \cap A),
 
-one gather per (path, subset ``S``, row). A segment sum then adds each (path, local subset)
+one gather per (path, subset ``S``, row); only the subsets up to ``max_order`` are
+computed. A segment sum then adds each (path, local subset)
 into its global feature set. Paths are grouped by their number of distinct features ``U`` so
 that no path is padded; the ``2**U`` subsets of a group's paths are a static axis. Rows run
 along the minor axis, so the scatter moves whole vectors of rows.
@@ -56,9 +57,9 @@ class DecompositionTables:
 
     Attributes:
       groups: one dict per path width ``U``: ``slots`` (the slot tests, ``[P, U, 1]``),
-        ``totals`` ``[P * 2**U]`` (``Z_l(Q)``), ``sign`` ``[2**U]`` (``(-1)^{|S|}``), ``target``
-        ``[P * 2**U]`` int32 (the column ``set * K + output`` each path's subset adds to,
-        ``n_columns`` for the empty set and sets above ``max_order``),
+        ``totals`` ``[P * 2**U]`` (``Z_l(Q)``), ``subsets`` ``[C]`` the codes of the kept
+        subsets (``1 <= |S| <= max_order``), ``sign`` ``[C]`` (``(-1)^{|S|}``), ``target``
+        ``[P * C]`` int32 (the column ``set * K + output`` each path's subset adds to),
         ``value`` ``[P]`` and ``output`` ``[P]`` (for the prediction).
       sets: the global feature sets, sorted tuples ordered by size, then lexicographically.
       intercept: ``[K]`` float64, ``mean_b f(b)``.
@@ -176,15 +177,15 @@ def build_tables(paths: Paths, background: np.ndarray, max_order: int, dtype, ma
     n_columns, groups = len(sets) * k, []
     for (g, totals, segment, first), (_, keep), gid in zip(parts, local, ids):
         size = 2**g.n_slots
-        target = np.full(keep.size, n_columns, np.int64)
-        target[keep] = gid * k + np.repeat(g.output[first], size)[keep]
-        target = target.reshape(-1, size)[segment].reshape(-1)  # per path: its feature set's columns
-        sign = np.where(all_codes_bits(g.n_slots).sum(1) % 2 == 1, -1.0, 1.0)
+        kept = np.flatnonzero(keep[:size])  # the subset codes kept, the same for every path
+        target = (gid * k + np.repeat(g.output[first], kept.size)).reshape(-1, kept.size)
+        target = target[segment].reshape(-1)  # per path: its feature set's columns
+        sign = np.where(all_codes_bits(g.n_slots)[kept].sum(1) % 2 == 1, -1.0, 1.0)
         slots = {name: jax.device_put(a[:, :, None] if name != "cat_words" else a[:, :, None, :])
                  for name, a in host_slots(g, dtype).items()}
         groups.append({
             "slots": slots, "totals": jax.device_put(totals.reshape(-1).astype(dtype)),
-            "sign": jax.device_put(sign.astype(dtype)),
+            "sign": jax.device_put(sign.astype(dtype)), "subsets": jax.device_put(kept.astype(np.int32)),
             "target": jax.device_put(target.astype(np.int32)), "value": jax.device_put(g.value.astype(dtype)),
             "output": jax.device_put(g.output.astype(np.int32)),
         })
@@ -202,9 +203,9 @@ def _subset_totals(coef: np.ndarray, u: int) -> np.ndarray:
 
 def bytes_per_row(tables: DecompositionTables, itemsize: int) -> int:
     """Working memory of one row in :func:`chunk_components`."""
-    per_row = (tables.n_columns + 1) * itemsize
+    per_row = tables.n_columns * itemsize
     for params in tables.groups:
-        per_row += 3 * params["totals"].size * itemsize
+        per_row += 3 * params["target"].size * itemsize
     return max(per_row, 1)
 
 
@@ -213,7 +214,7 @@ def chunk_components(groups: tuple, X: jax.Array, n_columns: int, n_outputs: int
     (traced); the trees' sum excludes the constant and single-leaf trees."""
     r = X.shape[0]
     xt = X.T  # [M, r]: rows along the minor axis
-    out = jnp.zeros((n_columns + 1, r), X.dtype)
+    out = jnp.zeros((n_columns, r), X.dtype)
     fx = jnp.zeros((n_outputs, r), X.dtype)
     for params in groups:
         slots = params["slots"]
@@ -223,8 +224,8 @@ def chunk_components(groups: tuple, X: jax.Array, n_columns: int, n_outputs: int
         a = jnp.sum(jnp.where(follow, (1 << jnp.arange(u, dtype=jnp.int32))[None, :, None], 0), axis=1)  # [P, r]
         reach = jnp.where(a == size - 1, params["value"][:, None], 0.0)
         fx = fx + jax.ops.segment_sum(reach, params["output"], num_segments=n_outputs)
-        subsets = jnp.arange(size, dtype=jnp.int32)
         totals = params["totals"].reshape(p, size, 1)
-        m = jnp.take_along_axis(totals, subsets[None, :, None] & a[:, None, :], axis=1) * params["sign"][None, :, None]
-        out = out + jax.ops.segment_sum(m.reshape(-1, r), params["target"], num_segments=n_columns + 1)
-    return out[:n_columns], fx
+        index = params["subsets"][None, :, None] & a[:, None, :]  # S cap A, [P, S, r]
+        m = jnp.take_along_axis(totals, index, axis=1) * params["sign"][None, :, None]
+        out = out + jax.ops.segment_sum(m.reshape(-1, r), params["target"], num_segments=n_columns)
+    return out, fx
