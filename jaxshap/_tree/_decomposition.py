@@ -45,7 +45,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._coalitions._combinatorics import all_codes_bits
+from ._decomposition_low import add_low_order, low_order_tables
 from ._paths import Paths, follows_host, host_slots, pattern, slot_follows
+from ._routing import Router
 
 MAX_SLOTS = 16
 """Paths with more distinct features than this are refused (``2**U`` subsets per path and row)."""
@@ -61,6 +63,7 @@ class DecompositionTables:
         subsets (``1 <= |S| <= max_order``), ``sign`` ``[C]`` (``(-1)^{|S|}``), ``target``
         ``[P * C]`` int32 (the column ``set * K + output`` each path's subset adds to),
         ``value`` ``[P]`` and ``output`` ``[P]`` (for the prediction).
+      low: the tables of the main effects and pairs (see :mod:`._decomposition_low`), or ``None``.
       sets: the global feature sets, sorted tuples ordered by size, then lexicographically.
       intercept: ``[K]`` float64, ``mean_b f(b)``.
       base: ``[K]`` float64 the ensemble's constant plus its single-leaf trees (rows' prediction offset).
@@ -68,6 +71,7 @@ class DecompositionTables:
     """
 
     groups: tuple
+    low: dict | None
     sets: tuple
     intercept: np.ndarray
     base: np.ndarray
@@ -149,7 +153,8 @@ def _merge_by_feature_set(g: Paths) -> tuple[Paths, np.ndarray, np.ndarray]:
     return g, np.cumsum(first) - 1, np.flatnonzero(first)
 
 
-def build_tables(paths: Paths, background: np.ndarray, max_order: int, dtype, max_bytes: int) -> DecompositionTables:
+def build_tables(paths: Paths, background: np.ndarray, max_order: int, dtype, max_bytes: int,
+                 router: Router | None = None) -> DecompositionTables:
     """Host tables of :func:`chunk_components` (see :class:`DecompositionTables`).
 
     Args:
@@ -158,6 +163,8 @@ def build_tables(paths: Paths, background: np.ndarray, max_order: int, dtype, ma
       max_order: largest component order kept.
       dtype: compute dtype.
       max_bytes: a ``ValueError`` is raised before one group's per-row subsets pass this.
+      router: the rows' router; given, the main effects and pairs are tabulated over its cells
+        when their tables fit in ``max_bytes`` (and no split is categorical).
     """
     k = paths.n_outputs
     stump = paths.length == 0
@@ -174,11 +181,14 @@ def build_tables(paths: Paths, background: np.ndarray, max_order: int, dtype, ma
         parts.append((g, _subset_totals(coef, g.n_slots), segment, first))
     local = [_local_sets(g.subset(first, g.n_slots), max_order) for g, _, _, first in parts]
     sets, ids = _global_sets(local, paths.n_features)
+    low, tabled = low_order_tables([(g, z) for g, z, _, _ in parts], sets, paths, router, max_order, dtype, max_bytes)
     n_columns, groups = len(sets) * k, []
     for (g, totals, segment, first), (_, keep), gid in zip(parts, local, ids):
         size = 2**g.n_slots
         kept = np.flatnonzero(keep[:size])  # the subset codes kept, the same for every path
         target = (gid * k + np.repeat(g.output[first], kept.size)).reshape(-1, kept.size)
+        on_paths = all_codes_bits(g.n_slots)[kept].sum(1) > tabled  # the rest is tabulated
+        kept, target = kept[on_paths], target[:, on_paths]
         target = target[segment].reshape(-1)  # per path: its feature set's columns
         sign = np.where(all_codes_bits(g.n_slots)[kept].sum(1) % 2 == 1, -1.0, 1.0)
         slots = {name: jax.device_put(a[:, :, None] if name != "cat_words" else a[:, :, None, :])
@@ -189,7 +199,7 @@ def build_tables(paths: Paths, background: np.ndarray, max_order: int, dtype, ma
             "target": jax.device_put(target.astype(np.int32)), "value": jax.device_put(g.value.astype(dtype)),
             "output": jax.device_put(g.output.astype(np.int32)),
         })
-    return DecompositionTables(tuple(groups), sets, intercept, base, k)
+    return DecompositionTables(tuple(groups), low, sets, intercept, base, k)
 
 
 def _subset_totals(coef: np.ndarray, u: int) -> np.ndarray:
@@ -209,12 +219,15 @@ def bytes_per_row(tables: DecompositionTables, itemsize: int) -> int:
     return max(per_row, 1)
 
 
-def chunk_components(groups: tuple, X: jax.Array, n_columns: int, n_outputs: int) -> tuple[jax.Array, jax.Array]:
+def chunk_components(groups: tuple, low: dict | None, X: jax.Array, n_columns: int,
+                     n_outputs: int) -> tuple[jax.Array, jax.Array]:
     """``(components [n_columns, r], trees' sum [K, r])`` of a chunk of routed rows ``X`` ``[r, M]``
     (traced); the trees' sum excludes the constant and single-leaf trees."""
     r = X.shape[0]
     xt = X.T  # [M, r]: rows along the minor axis
     out = jnp.zeros((n_columns, r), X.dtype)
+    if low is not None:
+        out = add_low_order(low, xt, out)
     fx = jnp.zeros((n_outputs, r), X.dtype)
     for params in groups:
         slots = params["slots"]
@@ -224,6 +237,8 @@ def chunk_components(groups: tuple, X: jax.Array, n_columns: int, n_outputs: int
         a = jnp.sum(jnp.where(follow, (1 << jnp.arange(u, dtype=jnp.int32))[None, :, None], 0), axis=1)  # [P, r]
         reach = jnp.where(a == size - 1, params["value"][:, None], 0.0)
         fx = fx + jax.ops.segment_sum(reach, params["output"], num_segments=n_outputs)
+        if not params["subsets"].size:
+            continue
         totals = params["totals"].reshape(p, size, 1)
         index = params["subsets"][None, :, None] & a[:, None, :]  # S cap A, [P, S, r]
         m = jnp.take_along_axis(totals, index, axis=1) * params["sign"][None, :, None]

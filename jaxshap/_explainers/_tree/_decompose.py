@@ -25,8 +25,8 @@ CPU_CHUNK_ROWS = 128
 
 
 @partial(jax.jit, static_argnames=("n_columns", "n_outputs"))
-def _run_chunk(groups, X, n_columns, n_outputs):
-    return chunk_components(groups, X, n_columns, n_outputs)
+def _run_chunk(groups, low, X, n_columns, n_outputs):
+    return chunk_components(groups, low, X, n_columns, n_outputs)
 
 
 def _check(explainer: Any, max_order: Any) -> int | None:
@@ -51,7 +51,7 @@ def tables(explainer: Any, max_order: int | None) -> DecompositionTables:
     if max_order not in cache or cache[max_order][0] is not build:
         order = build.paths.n_slots if max_order is None else max_order
         cache[max_order] = build, build_tables(build.paths, build.background, order, explainer.dtype,
-                                               explainer.memory_budget)
+                                               explainer.memory_budget, build.router)
     return cache[max_order][1]
 
 
@@ -67,7 +67,7 @@ def _components(t: DecompositionTables, codes: np.ndarray, dtype, memory_budget:
     for start in range(0, n, rows):
         part = codes[start : start + rows]
         padded = np.concatenate([part, np.repeat(part[:1], rows - part.shape[0], axis=0)])
-        comp, f = _run_chunk(t.groups, put(padded, dtype), n_columns=t.n_columns, n_outputs=k)
+        comp, f = _run_chunk(t.groups, t.low, put(padded, dtype), n_columns=t.n_columns, n_outputs=k)
         values[:, start : start + part.shape[0]] = np.asarray(comp)[:, : part.shape[0]]
         fx[:, start : start + part.shape[0]] = np.asarray(f)[:, : part.shape[0]]
     return values.reshape(-1, k, n), fx + t.base.astype(dtype)[:, None]
