@@ -85,8 +85,8 @@ def run(quick: bool = False) -> dict:
     notes = [
         f"goal: decompose warm within {GOAL_RATIO:g}x of SHAP warm; "
         f"{'met' if row['warm ratio (wall)'] <= GOAL_RATIO else 'not met'} here (wall).",
-        "the decomposition computes every (path, subset of the path's features) term per row: "
-        "sum over leaves of 2**U terms against U for SHAP values.",
+        "main effects and pairs are gathered from tables over the features' threshold cells; every higher-order "
+        "(path, subset of the path's features) term is computed per row, against U terms per path for SHAP values.",
         "timings on a shared CPU are noisy; the CPU-time ratio counts this process's own work only.",
     ]
     return {"title": TITLE, "tables": {"decomposition": [row]}, "checks": checks, "notes": notes}

@@ -261,9 +261,10 @@ class TreeExplainer(ExplainRows, ShapAPI):
         ``intercept = v_x(emptyset)`` the mean raw output over the background (Hiabu, Meyer &
         Wright, 2023, "Unifying local and global model explanations by functional
         decomposition of low dimensional structures", AISTATS; the R package glex). Each leaf
-        only gives components inside the set of features its path tests, so the work per row
-        is the ``2**U`` subsets of each path's ``U`` distinct features (see
-        :mod:`jaxshap._tree._decomposition`), for the raw output of the default trees.
+        only gives components inside the set of features its path tests: main effects and
+        pairs are gathered from tables over the features' threshold cells, built once, and each
+        higher-order component from the subsets of each path's distinct features, per row (see
+        :mod:`jaxshap._tree._decomposition`). The raw output of the default trees is decomposed.
 
         Args:
           X: rows ``[n, M]``, as for :meth:`__call__`.
