@@ -45,9 +45,9 @@ class Decomposition:
 
     def __init__(self, values, sets, intercept, remainder, feature_names, output_names=None, data=None,
                  max_order=None, truncated=False):
-        self._values = np.asarray(values)  # [C, K, n]: component, output, row
+        self._values = np.asarray(values)  # [n, C, K]: row, component, output
         self.sets = tuple(tuple(s) for s in sets)
-        self._single = self._values.shape[1] == 1
+        self._single = self._values.shape[-1] == 1
         self.intercept = self._squeeze(np.asarray(intercept))
         self.remainder = self._squeeze(np.asarray(remainder))
         self.feature_names = tuple(feature_names)
@@ -61,15 +61,15 @@ class Decomposition:
     @property
     def components(self) -> dict:
         """``{S: [n]}`` (or ``[n, K]``), see the class docstring."""
-        return {s: self._squeeze(self._values[i].T) for i, s in enumerate(self.sets)}
+        return {s: self._squeeze(self._values[:, i]) for i, s in enumerate(self.sets)}
 
     @property
     def n_rows(self) -> int:
-        return self._values.shape[-1]
+        return self._values.shape[0]
 
     def predict(self) -> np.ndarray:
         """``intercept + sum_S m_S + remainder``: the model's raw output ``f(x)`` ``[n]`` (``[n, K]``)."""
-        return self._squeeze(self._values.sum(0).T) + self.intercept + self.remainder
+        return self._squeeze(self._values.sum(1)) + self.intercept + self.remainder
 
     def shap_values(self) -> np.ndarray:
         r"""Interventional SHAP values ``phi_j = sum_{S ni j} m_S / |S|``: ``[n, M]`` (``[n, M, K]``).
@@ -82,7 +82,7 @@ class Decomposition:
         share = np.zeros((len(self.sets), m), self._values.dtype)
         for i, s in enumerate(self.sets):
             share[i, list(s)] = 1.0 / len(s)
-        return self._squeeze(np.einsum("cKn,cm->nmK", self._values, share))
+        return self._squeeze(np.einsum("ncK,cm->nmK", self._values, share))
 
     def importance(self) -> Importance:
         """glex's variable importance: ``mean_i |m_S(x_i)|`` per component and summed per order.
@@ -91,7 +91,7 @@ class Decomposition:
           An :class:`Importance` named tuple ``(by_component, by_order)`` of dicts, keyed by
           the feature set and by the order ``|S|``.
         """
-        mean_abs = np.abs(self._values).mean(-1)  # [C, K]
+        mean_abs = np.abs(self._values).mean(0)  # [C, K]
         by_component = {s: self._squeeze(mean_abs[i]) for i, s in enumerate(self.sets)}
         by_order: dict = {}
         for s, v in by_component.items():
@@ -131,7 +131,7 @@ class Decomposition:
                 "decompose with max_order=None."
             )
         keep = np.array([not drop.intersection(s) for s in self.sets], bool)
-        return self._squeeze(self._values[keep].sum(0).T) + self.intercept
+        return self._squeeze(self._values[:, keep].sum(1)) + self.intercept
 
     def __repr__(self) -> str:
         orders = sorted({len(s) for s in self.sets})

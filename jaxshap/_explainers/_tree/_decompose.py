@@ -26,7 +26,8 @@ CPU_CHUNK_ROWS = 128
 
 @partial(jax.jit, static_argnames=("n_columns", "n_outputs"))
 def _run_chunk(groups, low, X, n_columns, n_outputs):
-    return chunk_components(groups, low, X, n_columns, n_outputs)
+    comp, fx = chunk_components(groups, low, X, n_columns, n_outputs)
+    return comp.T, fx.T  # rows first: each chunk is one contiguous block of the result
 
 
 def _check(explainer: Any, max_order: Any) -> int | None:
@@ -56,21 +57,20 @@ def tables(explainer: Any, max_order: int | None) -> DecompositionTables:
 
 
 def _components(t: DecompositionTables, codes: np.ndarray, dtype, memory_budget: int) -> tuple[np.ndarray, np.ndarray]:
-    """``([C, K, n], [K, n])``: the components and the raw output of routed rows, chunk by chunk
-    (rows along the last axis, as the kernel gives them)."""
+    """``([n, C, K], [n, K])``: the components and the raw output of routed rows, chunk by chunk."""
     n, k = codes.shape[0], t.n_outputs
     rows = max(1, min(memory_budget // bytes_per_row(t, np.dtype(dtype).itemsize), n))
     if jax.default_backend() == "cpu":
         rows = min(rows, CPU_CHUNK_ROWS)
-    values = np.empty((t.n_columns, n), dtype)
-    fx = np.empty((k, n), dtype)
+    values = np.empty((n, t.n_columns), dtype)
+    fx = np.empty((n, k), dtype)
     for start in range(0, n, rows):
         part = codes[start : start + rows]
         padded = np.concatenate([part, np.repeat(part[:1], rows - part.shape[0], axis=0)])
         comp, f = _run_chunk(t.groups, t.low, put(padded, dtype), n_columns=t.n_columns, n_outputs=k)
-        values[:, start : start + part.shape[0]] = np.asarray(comp)[:, : part.shape[0]]
-        fx[:, start : start + part.shape[0]] = np.asarray(f)[:, : part.shape[0]]
-    return values.reshape(-1, k, n), fx + t.base.astype(dtype)[:, None]
+        values[start : start + part.shape[0]] = np.asarray(comp)[: part.shape[0]]
+        fx[start : start + part.shape[0]] = np.asarray(f)[: part.shape[0]]
+    return values.reshape(n, -1, k), fx + t.base.astype(dtype)
 
 
 def decompose(explainer: Any, X: Any, max_order: Any = None) -> Decomposition:
@@ -83,7 +83,7 @@ def decompose(explainer: Any, X: Any, max_order: Any = None) -> Decomposition:
     values, fx = _components(t, codes, explainer.dtype, explainer.memory_budget)
     truncated = max_order is not None and max_order < build.paths.n_slots
     intercept = t.intercept.astype(explainer.dtype)
-    remainder = (fx - intercept[:, None] - values.sum(0)).T if truncated else np.zeros_like(fx.T)
+    remainder = fx - intercept - values.sum(1) if truncated else np.zeros_like(fx)
     feature_names = resolve_feature_names(explainer._names, explainer.n_features, explainer._data_names, names)
     k = t.n_outputs
     output_names = None if k == 1 else explainer._output_names or [f"Output {j}" for j in range(k)]
