@@ -242,5 +242,5 @@ def chunk_components(groups: tuple, low: dict | None, X: jax.Array, n_columns: i
         totals = params["totals"].reshape(p, size, 1)
         index = params["subsets"][None, :, None] & a[:, None, :]  # S cap A, [P, S, r]
         m = jnp.take_along_axis(totals, index, axis=1) * params["sign"][None, :, None]
-        out = out + jax.ops.segment_sum(m.reshape(-1, r), params["target"], num_segments=n_columns)
+        out = out.at[params["target"]].add(m.reshape(-1, r))
     return out, fx

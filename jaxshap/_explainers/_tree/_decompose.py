@@ -20,7 +20,7 @@ from ..._result._decomposition import Decomposition
 from ..._tree._decomposition import DecompositionTables, build_tables, bytes_per_row, chunk_components
 from ._build import put
 
-CPU_CHUNK_ROWS = 128
+CPU_CHUNK_ROWS = 64
 """Rows per chunk on a CPU (fewer when the memory budget says so)."""
 
 
