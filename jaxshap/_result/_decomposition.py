@@ -10,7 +10,7 @@ prediction with every component touching some features removed (de-biasing).
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 

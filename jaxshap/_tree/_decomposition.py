@@ -182,7 +182,7 @@ def build_tables(paths: Paths, background: np.ndarray, max_order: int, dtype, ma
     local = [_local_sets(g.subset(first, g.n_slots), max_order) for g, _, _, first in parts]
     sets, ids = _global_sets(local, paths.n_features)
     low, tabled = low_order_tables([(g, z) for g, z, _, _ in parts], sets, paths, router, max_order, dtype, max_bytes)
-    n_columns, groups = len(sets) * k, []
+    groups = []
     for (g, totals, segment, first), (_, keep), gid in zip(parts, local, ids):
         size = 2**g.n_slots
         kept = np.flatnonzero(keep[:size])  # the subset codes kept, the same for every path

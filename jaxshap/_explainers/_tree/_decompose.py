@@ -17,7 +17,12 @@ import numpy as np
 from ..._core._inputs import resolve_feature_names
 from ..._core._validate import integer
 from ..._result._decomposition import Decomposition
-from ..._tree._decomposition import DecompositionTables, build_tables, bytes_per_row, chunk_components
+from ..._tree._decomposition import (
+    DecompositionTables,
+    build_tables,
+    bytes_per_row,
+    chunk_components,
+)
 from ._build import put
 
 CPU_CHUNK_ROWS = 64
