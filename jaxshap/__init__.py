@@ -7,7 +7,8 @@ Public API (everything else is private):
   :class:`LinearExplainer`, :class:`TreeExplainer` (also as shap spells them:
   :mod:`jaxshap.explainers`); for differentiable models :class:`GradientExplainer` (expected
   gradients), :func:`integrated_gradients` and :class:`AmortizedExplainer` (FastSHAP).
-* Result: :class:`Explanation`.
+* Result: :class:`Explanation`; :class:`Decomposition` (``TreeExplainer.decompose``: the exact
+  interventional functional decomposition of a tree ensemble).
 * Interactions and effects: :func:`partial_dependence` (:class:`PartialDependence`),
   :func:`h_statistic` (:class:`HStatistics`), :func:`functional_anova` (:class:`FunctionalANOVA`),
   :func:`accumulated_local_effects` (:class:`ALE`).
@@ -27,6 +28,7 @@ from ._core._validate import DEFAULT_MEMORY_BUDGET
 from ._explainers._auto import Explainer
 from ._explainers._exact import ExactExplainer
 from ._explainers._gradient import GradientExplainer, integrated_gradients
+from ._result._decomposition import Decomposition
 from ._result._explanation import Explanation
 from ._effects._ale import ALE, accumulated_local_effects
 from ._effects._functional_anova import FunctionalANOVA, functional_anova
@@ -45,6 +47,7 @@ __all__ = [
     "ALE",
     "AmortizedExplainer",
     "DEFAULT_MEMORY_BUDGET",
+    "Decomposition",
     "ExactExplainer",
     "Explainer",
     "Explanation",
