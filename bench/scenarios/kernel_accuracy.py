@@ -5,7 +5,8 @@ shapiq 1.8 (KernelSHAP, LeverageSHAP, OddSHAP, PolySHAP, ProxySHAP, RegressionMS
 sampling, SVARM) needs Python 3.12: ``bash bench/shapiq18/setup.sh`` builds its environment
 (``.venv-shapiq18``) and the scenario then runs it on the same games in a subprocess
 (:mod:`._shapiq18`); without it, this environment's shapiq (KernelSHAP and permutation sampling)
-stands in. ``JAXSHAP_BENCH_SEEDS`` sets the number of seeds (default 6).
+stands in. ``JAXSHAP_BENCH_SEEDS`` sets the number of seeds (default 6),
+``JAXSHAP_BENCH_SHAPIQ18_METHODS`` a subset of shapiq 1.8's approximators.
 """
 
 from __future__ import annotations
@@ -113,7 +114,8 @@ def _shapiq18(kind, model, numpy_model, background, X, budgets, seed, quick) -> 
         else {"kind": "xgboost", "model": model, "background": background, "X": X}
     )
     own = lambda r, c: _game(numpy_model, background, X[r])(c)
-    methods = QUICK_METHODS if quick else _shapiq18_bridge.METHODS
+    chosen = os.environ.get(METHODS_VARIABLE)
+    methods = tuple(chosen.split(",")) if chosen else QUICK_METHODS if quick else _shapiq18_bridge.METHODS
     out = _shapiq18_bridge.approximate(game, budgets, seed, own, methods=methods)
     return out
 
@@ -169,6 +171,11 @@ def _cells(kind, m, budgets, seeds, n_bg, n_rows, quick):
 SEEDS_VARIABLE = "JAXSHAP_BENCH_SEEDS"
 """Environment variable: the number of seeds (default 6). With 3 seeds single cells move by up to
 about 0.5x between runs of different random streams."""
+
+METHODS_VARIABLE = "JAXSHAP_BENCH_SHAPIQ18_METHODS"
+"""Environment variable: a comma-separated subset of shapiq 1.8's approximators (the worker's
+names, :data:`._shapiq18.METHODS`); ProxySHAP, RegressionMSR and PolySHAP take minutes per game
+at ``M = 100``."""
 
 QUICK_METHODS = ("KernelSHAP", "LeverageSHAP", "OddSHAP")
 """shapiq 1.8's approximators that ``--quick`` runs."""
