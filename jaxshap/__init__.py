@@ -10,6 +10,7 @@ Public API (everything else is private):
 * Result: :class:`Explanation`.
 * Interactions and effects: :func:`partial_dependence` (:class:`PartialDependence`),
   :func:`h_statistic` (:class:`HStatistics`), :func:`functional_anova` (:class:`FunctionalANOVA`).
+* Choosing a value function: :func:`msev` (the MSEv criterion, with its standard error).
 * Runtime: :func:`enable_compilation_cache` (JAX's persistent compilation cache, one switch).
 * Data: :func:`sample` (shap's ``shap.sample``: the same background rows).
 * Submodules: :mod:`jaxshap.maskers` (value functions), :mod:`jaxshap.estimators` (estimator
@@ -29,6 +30,7 @@ from ._explainers._gradient import GradientExplainer, integrated_gradients
 from ._result._explanation import Explanation
 from ._effects._functional_anova import FunctionalANOVA, functional_anova
 from ._effects._hstats import HStatistics, h_statistic
+from ._effects._msev import msev
 from ._explainers._kernel import KernelExplainer
 from ._explainers._linear import LinearExplainer
 from ._effects._partial_dependence import PartialDependence, partial_dependence
@@ -63,6 +65,7 @@ __all__ = [
     "h_statistic",
     "integrated_gradients",
     "maskers",
+    "msev",
     "partial_dependence",
     "plots",
     "sample",

@@ -10,6 +10,7 @@ subclass and one export line here.
 from ._base import Masker
 from ._gaussian import Gaussian
 from ._independent import Independent
+from ._mixture import GaussianMixture
 from ._partition import Partition
 
-__all__ = ["Gaussian", "Independent", "Masker", "Partition"]
+__all__ = ["Gaussian", "GaussianMixture", "Independent", "Masker", "Partition"]
