@@ -24,7 +24,8 @@ STRICT_RCOND = 0.0
 
 def _refuse_categorical(data: Any, categorical: Any) -> None:
     """Raise when categorical columns are asked for or found (pandas ``category`` dtypes)."""
-    found = [str(c) for c, d in getattr(data, "dtypes", {}).items() if str(d) == "category"] if hasattr(data, "dtypes") else []
+    dtypes = getattr(data, "dtypes", None)
+    found = [] if dtypes is None or not hasattr(dtypes, "items") else [str(c) for c, d in dtypes.items() if str(d) == "category"]
     if (categorical is not None and len(categorical)) or found:
         named = f" (pandas category columns {found})" if found else ""
         raise ValueError(
@@ -64,7 +65,9 @@ class GaussianMixture(Masker):
     component), so with one component the values of a linear model carry no Monte-Carlo error.
 
     Args:
-      data: ``[N, M]`` rows (array or DataFrame, whose columns name the features).
+      data: ``[N, M]`` rows (array or DataFrame, whose columns name the features); concrete (the
+        fit runs when the masker is built; the built masker goes through ``jax.jit`` and
+        ``jax.grad`` as any masker).
       n_components: ``K``, the number of mixture components.
       key: PRNG key (or int seed) for the initial centres, the strata and the noise; ``None``
         means ``jax.random.key(0)``.
