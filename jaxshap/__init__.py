@@ -12,6 +12,7 @@ Public API (everything else is private):
 * Interactions and effects: :func:`partial_dependence` (:class:`PartialDependence`),
   :func:`h_statistic` (:class:`HStatistics`), :func:`functional_anova` (:class:`FunctionalANOVA`),
   :func:`accumulated_local_effects` (:class:`ALE`).
+* Choosing a value function: :func:`msev` (the MSEv criterion, with its standard error).
 * Runtime: :func:`enable_compilation_cache` (JAX's persistent compilation cache, one switch).
 * Data: :func:`sample` (shap's ``shap.sample``: the same background rows).
 * Submodules: :mod:`jaxshap.maskers` (value functions), :mod:`jaxshap.estimators` (estimator
@@ -33,6 +34,7 @@ from ._result._explanation import Explanation
 from ._effects._ale import ALE, accumulated_local_effects
 from ._effects._functional_anova import FunctionalANOVA, functional_anova
 from ._effects._hstats import HStatistics, h_statistic
+from ._effects._msev import msev
 from ._explainers._kernel import KernelExplainer
 from ._explainers._linear import LinearExplainer
 from ._effects._partial_dependence import PartialDependence, partial_dependence
@@ -70,6 +72,7 @@ __all__ = [
     "h_statistic",
     "integrated_gradients",
     "maskers",
+    "msev",
     "partial_dependence",
     "plots",
     "sample",
