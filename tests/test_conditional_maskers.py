@@ -311,6 +311,22 @@ def test_copula_marginal_transforms_round_trip():
     np.testing.assert_allclose(np.asarray(masker.scores(jnp.asarray(data))), expected, atol=2e-4)
 
 
+@pytest.mark.parametrize("digits", [None, 1])
+def test_copula_quantile_function_is_the_piecewise_linear_interpolation(digits):
+    """from_scores (a table lookup) equals the interpolation through (level, sorted value) knots,
+    beyond the ends held at the extreme training values; with and without ties."""
+    data, _, rng = correlated(150, seed=18)
+    data = (data if digits is None else np.round(data, digits)).astype(np.float64)
+    masker = GaussianCopula(data, n_samples=8)
+    z = np.concatenate([rng.normal(size=(400, data.shape[1])) * 1.5, np.full((2, data.shape[1]), [[-9.0], [9.0]])])
+    from scipy.stats import norm, rankdata
+
+    levels = rankdata(data, axis=0) / (data.shape[0] + 1)
+    expected = np.stack([np.interp(norm.cdf(z[:, j]), np.sort(levels[:, j]), np.sort(data[:, j])) for j in range(data.shape[1])], 1)
+    got = np.asarray(masker.from_scores(jnp.asarray(z, jnp.float32)))
+    np.testing.assert_allclose(got, expected, atol=2e-4 * np.ptp(data))
+
+
 # --- errors -------------------------------------------------------------------------------------------------
 
 
