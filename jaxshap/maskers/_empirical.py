@@ -53,9 +53,9 @@ class Empirical(Masker):
     most ``max_samples``, else the ``max_samples`` rows ``shap.utils.sample`` keeps).
 
     Compiled per coalition: :math:`\Sigma_{SS}^{-1}` through the Cholesky factor of the
-    correlation matrix with the rows and columns outside ``S`` replaced by the identity, the
-    distances to all ``N`` rows, ``jax.lax.top_k`` to ``max_samples``, and the weights beyond
-    the ``eta`` cut set to zero. Weights are computed relative to the nearest row (as shapr
+    correlation matrix with the rows and columns outside ``S`` replaced by the identity (its
+    inverse applied to all ``N`` rows as one matrix product), the distances to all ``N`` rows,
+    ``jax.lax.top_k`` to ``max_samples``, and the weights beyond the ``eta`` cut set to zero. Weights are computed relative to the nearest row (as shapr
     does), so they never all underflow. With ``sigma`` very large and ``eta = 1`` every row
     counts alike and the values are :class:`Independent`'s; as ``sigma`` goes to 0 only the
     nearest row counts.
@@ -153,8 +153,9 @@ class Empirical(Masker):
         s = (mask & jnp.asarray(self._continuous)).astype(dtype)
         diff = s * ((x - self._centre) / self._unit - self._scores)  # [N, M], zero outside S
         factor = jnp.linalg.cholesky(s[:, None] * self._corr * s[None, :] + jnp.diag(1.0 - s))
-        whitened = solve_triangular(factor, diff.T, lower=True)  # [M, N]
-        log_w = -(whitened**2).sum(0) / (jnp.maximum(s.sum(), 1.0) * 2.0 * self.sigma**2)
+        whiten = solve_triangular(factor, jnp.eye(factor.shape[0], dtype=dtype), lower=True)  # L^{-1}, [M, M]
+        whitened = diff @ whiten.T  # [N, M]: one matrix product for all rows
+        log_w = -(whitened**2).sum(1) / (jnp.maximum(s.sum(), 1.0) * 2.0 * self.sigma**2)
         none = jnp.asarray(jnp.finfo(dtype).min / 4, dtype)
         if self.categorical:
             cat = np.asarray(self.categorical)
