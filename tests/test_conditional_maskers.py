@@ -82,6 +82,30 @@ def test_weights_match_the_eta_cut_and_cap():
     assert masker.evals_per_coalition == 50
 
 
+@pytest.mark.parametrize("sigma, eta, cap, duplicated", [
+    (0.3, 0.5, None, True), (0.3, 0.95, None, True), (5.0, 0.95, None, True), (0.3, 1.0, None, True),
+    (0.3, 0.95, 30, False), (5.0, 0.95, 30, False), (5.0, 1.0, 30, False), (0.05, 0.99, 30, False),
+])
+def test_weights_match_the_oracle_with_ties_and_a_binding_cap(sigma, eta, cap, duplicated):
+    """The kept rows and weights against the sorted-order oracle, for many coalitions: tied
+    rows (every row twice) without a cap, and a cap that binds (wide kernels) without ties."""
+    data, _, rng = correlated(150, seed=21)
+    if duplicated:
+        data = np.concatenate([data, data[::-1]])
+    n = data.shape[0]
+    masker = Empirical(data, sigma, eta, max_samples=cap)
+    first = shap_sample_rows(n, cap) if cap is not None else np.arange(n)
+    perm = np.concatenate([first, np.setdiff1d(np.arange(n), first)])
+    for x in (data[3], data[40] + 0.07 * rng.normal(size=M)):
+        for subset in [(0,), (2,), (1, 3), (0, 1, 2), (0, 1, 2, 3)]:
+            mask = np.isin(np.arange(M), subset)
+            rows, w = masker.kept_weights(jnp.asarray(x, jnp.float32), jnp.asarray(mask))
+            got = np.zeros(n)
+            np.add.at(got, perm[np.asarray(rows)], np.asarray(w))
+            ref = empirical_weights(data, x, subset, sigma, eta, max_samples=cap)
+            np.testing.assert_allclose(got, ref, atol=2e-6)
+
+
 def test_wide_kernel_with_eta_one_is_independent():
     data, _, rng = correlated(80, seed=3)
     X = rng.normal(size=(3, M)).astype(np.float32)

@@ -29,6 +29,52 @@ def _check_eta(eta: Any) -> float:
     return eta
 
 
+def _sortable(values: jax.Array) -> jax.Array:
+    """Integer keys in the order of the float ``values`` (``-0.0`` read as ``+0.0``; no NaN):
+    int64 for float64, else int32 (narrower floats widened to float32 first, exactly)."""
+    wide = values.dtype == jnp.float64
+    values = (values + 0.0).astype(jnp.float64 if wide else jnp.float32)
+    bits = jax.lax.bitcast_convert_type(values, jnp.int64 if wide else jnp.int32)
+    return jnp.where(bits < 0, bits ^ jnp.iinfo(bits.dtype).max, bits)
+
+
+def _bisect(good: Callable[[jax.Array], jax.Array], lo: jax.Array, hi: jax.Array) -> jax.Array:
+    """The least integer ``t`` in ``(lo, hi]`` with ``good(t)``, for ``good`` monotone and true
+    at ``hi`` (``lo + 1`` when it is true at ``lo`` too): the interval halved as many times as
+    the keys have bits, no sort."""
+
+    def halve(_, bounds):
+        lo, hi = bounds
+        mid = (lo >> 1) + (hi >> 1) + (lo & hi & 1)  # floor((lo + hi) / 2) without overflow
+        ok = good(mid)
+        return jnp.where(ok, lo, mid), jnp.where(ok, mid, hi)
+
+    lo, hi = jnp.asarray(lo, hi.dtype), jnp.asarray(hi)
+    return jax.lax.fori_loop(0, 8 * hi.dtype.itemsize, halve, (lo, hi))[1]
+
+
+def _kept(share: jax.Array, eta: float, k: int) -> jax.Array:
+    """``[N]`` bool: the rows a coalition keeps, from their shares ``[N]`` of the total weight.
+
+    A share :math:`v` is within the ``eta`` cut when the shares larger than it sum to under
+    ``eta``; the kept rows are those at least the least share within it (so the fewest largest
+    shares making up ``eta``, with every share tied to the last), and at most ``k`` of them, the
+    largest (ties at the boundary by lower index, as ``jax.lax.top_k``). Both bounds are
+    monotone in the threshold, so one bisection on the shares' integer keys finds it: no sort.
+    """
+    key = _sortable(share)
+    n = share.shape[0]
+
+    def good(t):
+        ok = jnp.where(key > t, share, 0.0).sum() < eta if eta < 1.0 else True
+        return ok & ((key > t).sum() < k) if k < n else ok
+
+    least = _bisect(good, -1, key.max())
+    above = key > least
+    ties = key == least
+    return above | (ties & (jnp.cumsum(ties) <= k - above.sum()))
+
+
 class Empirical(Masker):
     r"""Observational coalition values from kernel-weighted training rows (Aas, Jullum & Loland 2021).
 
@@ -55,7 +101,9 @@ class Empirical(Masker):
     Compiled per coalition: :math:`\Sigma_{SS}^{-1}` through the Cholesky factor of the
     correlation matrix with the rows and columns outside ``S`` replaced by the identity (its
     inverse applied to all ``N`` rows as one matrix product), the distances to all ``N`` rows,
-    ``jax.lax.top_k`` to ``max_samples``, and the weights beyond the ``eta`` cut set to zero. Weights are computed relative to the nearest row (as shapr
+    and the kept rows' threshold (``eta`` cut and ``max_samples`` cap at once) by one bisection
+    on the weights' bit patterns, without a sort; the kept rows are gathered, in the rows'
+    order, into ``max_samples`` slots (those left over hold weight zero). Weights are computed relative to the nearest row (as shapr
     does), so they never all underflow. With ``sigma`` very large and ``eta = 1`` every row
     counts alike and the values are :class:`Independent`'s; as ``sigma`` goes to 0 only the
     nearest row counts.
@@ -163,14 +211,14 @@ class Empirical(Masker):
             log_w = jnp.where(misses > misses.min(), none, log_w)
         empty = ~mask.any()
         log_w = jnp.where(empty, jnp.where(jnp.arange(n) < k, 0.0, none), log_w)
-        top, rows = jax.lax.top_k(log_w, k)
-        share = jnp.exp(top - top[0]) / jnp.exp(log_w - top[0]).sum()
-        if self.eta < 1.0:
-            within = jnp.cumsum(share) - share < self.eta
-            last = jnp.min(jnp.where(within, share, jnp.inf))  # rows tied with the last one kept count too
-            w = jnp.where(empty | (share >= last), share, 0.0)
+        share = jnp.exp(log_w - log_w.max())
+        share = share / share.sum()
+        kept = _kept(share, self.eta, k) | (empty & (jnp.arange(n) < k))
+        if k < n:
+            rows = jnp.nonzero(kept, size=k)[0]
+            w = jnp.where(jnp.arange(k) < kept.sum(), share[rows], 0.0)
         else:
-            w = share
+            rows, w = jnp.arange(n), jnp.where(kept, share, 0.0)
         return rows, w / w.sum()
 
     def coalition_values(self, f: Callable[[jax.Array], jax.Array], x: jax.Array, masks: jax.Array) -> jax.Array:
