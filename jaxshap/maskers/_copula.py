@@ -125,7 +125,10 @@ class GaussianCopula(Masker):
         levels = _levels(values)
         self.sorted_values = jnp.asarray(values, x.dtype)
         self.levels = jnp.asarray(levels, x.dtype)
-        self._quantiles = jnp.asarray(_quantile_table(values, levels), x.dtype)
+        table = _quantile_table(values, levels)  # [G + 1, M]
+        self._steps = table.shape[0] - 1
+        # cell k of feature j at row k * M + j: (quantile at k / G, rise to (k + 1) / G)
+        self._cells = jnp.asarray(np.stack([table[:-1], np.diff(table, axis=0)], -1).reshape(-1, 2), x.dtype)
         mean, cov = sample_moments(self.scores(x))
         self._g = prepare(mean, cov, rcond=rcond, name="data", dtype=x.dtype, exact_moments=True)
         self.noise = antithetic_noise(key, n_samples, m, x.dtype)
@@ -139,13 +142,12 @@ class GaussianCopula(Masker):
     def from_scores(self, z: jax.Array) -> jax.Array:
         """Rows ``[..., M]`` with normal scores ``z``: each feature's quantile function at :math:`\\Phi(z_j)`."""
         flat = z.reshape(-1, z.shape[-1])
-        table = self._quantiles  # [G + 1, M] on the uniform grid k / G
-        steps = table.shape[0] - 1
-        t = ndtr(flat) * steps
-        cell = jnp.clip(jnp.floor(t), 0, steps - 1).astype(jnp.int32)
-        low = jnp.take_along_axis(table, cell, axis=0)
-        high = jnp.take_along_axis(table, cell + 1, axis=0)
-        return (low + (t - cell) * (high - low)).reshape(z.shape)
+        m = flat.shape[-1]
+        t = ndtr(flat) * self._steps  # the level in grid steps: its cell is an index, no search
+        cell = jnp.clip(jnp.floor(t).astype(jnp.int32), 0, self._steps - 1)
+        # in bounds by the clip (NaN too): promising it lets XLA skip the gather's bounds masks
+        start, rise = jnp.moveaxis(self._cells.at[cell * m + jnp.arange(m)].get(mode="promise_in_bounds"), -1, 0)
+        return (start + (t - cell) * rise).reshape(z.shape)
 
     def _draws(self, mask: jax.Array, x: jax.Array, z: jax.Array, noise: jax.Array) -> jax.Array:
         """Rows ``[n, M]`` drawn given ``x_S`` (standardised scores ``z``) through the ``noise``
