@@ -1,4 +1,4 @@
-"""Maskers: value functions that turn a model, a row and coalitions into coalition values.
+r"""Maskers: value functions that turn a model, a row and coalitions into coalition values.
 
 Every masker subclasses :class:`Masker` (``n_features``, ``dtype``, ``evals_per_coalition``,
 ``probe_rows``, ``feature_names`` and ``coalition_values(f, x, masks) -> [C, K]``, plus the

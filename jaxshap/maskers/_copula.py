@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -14,8 +14,8 @@ from .._algebra._gaussian import conditional_draws
 from .._core._categorical import categorical_columns, category_codes
 from .._core._inputs import as_matrix, check_finite, column_names, is_traced
 from .._core._validate import integer
-from ._base import Masker
 from ._gaussian import DEFAULT_SAMPLES, antithetic_noise
+from ._sampled import ConditionalSampler
 
 
 def _levels(sorted_values: np.ndarray) -> np.ndarray:
@@ -34,7 +34,7 @@ _per_feature = jax.vmap(jnp.interp, in_axes=(-1, 1, 1), out_axes=-1)
 
 
 def _quantile_table(sorted_values: np.ndarray, levels: np.ndarray) -> np.ndarray:
-    """``[G + 1, M]``: each column's quantile function at the levels ``k / G``, ``G = 2 (N + 1)``.
+    r"""``[G + 1, M]``: each column's quantile function at the levels ``k / G``, ``G = 2 (N + 1)``.
 
     Every level :math:`\bar r / (N + 1)` is a multiple of :math:`1 / G` (a mean rank is a
     multiple of 1/2), so the quantile function, piecewise linear in the level through the
@@ -46,7 +46,7 @@ def _quantile_table(sorted_values: np.ndarray, levels: np.ndarray) -> np.ndarray
     return np.stack([np.interp(grid, levels[:, j], sorted_values[:, j]) for j in range(sorted_values.shape[1])], 1)
 
 
-class GaussianCopula(Masker):
+class GaussianCopula(ConditionalSampler):
     r"""Observational coalition values under a Gaussian copula with the data's marginals.
 
     Each feature is mapped to normal scores by its empirical CDF,
@@ -166,15 +166,6 @@ class GaussianCopula(Masker):
         return self.sorted_values.dtype
 
     @property
-    def n_samples(self) -> int:
-        return self.noise.shape[0]
-
-    @property
-    def evals_per_coalition(self) -> int:
-        """Model evaluations that one coalition value costs: ``n_samples``."""
-        return self.noise.shape[0]
-
-    @property
     def probe_rows(self) -> jax.Array:
         """The feature-wise medians, as one valid input row for probing a model's output shape."""
         return self.from_scores(jnp.zeros((1, self.n_features), self.dtype))
@@ -183,16 +174,6 @@ class GaussianCopula(Masker):
         """Draws of ``X`` given ``X_S = x_S`` for each coalition: ``[C, n_samples, M]``."""
         z = self._g.standardize(self.scores(x))
         return jax.vmap(lambda mask: self._draws(mask, x, z, self.noise))(masks)
-
-    def coalition_values(self, f: Callable[[jax.Array], jax.Array], x: jax.Array, masks: jax.Array) -> jax.Array:
-        """``v_x(S)`` for each coalition in ``masks``: ``[C, K]`` Monte-Carlo means over the shared draws.
-
-        Args:
-          f: model mapping ``[..., M]`` to ``[..., K]``.
-          x: the explained row, ``[M]``.
-          masks: ``[C, M]`` boolean coalitions.
-        """
-        return f(self.conditional_samples(x, masks)).mean(axis=1)
 
     def draw_conditional(self, key: jax.Array, rows: jax.Array, given: jax.Array) -> jax.Array:
         """One draw of the columns not ``given`` per row, from the copula's conditional given the

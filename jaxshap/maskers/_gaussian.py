@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -12,7 +12,7 @@ from .._algebra._covariance import prepare, sample_moments
 from .._algebra._gaussian import conditional_draws, conditional_draws_rows
 from .._core._inputs import as_key, as_matrix, check_finite, column_names, is_traced
 from .._core._validate import integer
-from ._base import Masker
+from ._sampled import ConditionalSampler
 
 DEFAULT_SAMPLES = 2048
 
@@ -24,7 +24,7 @@ def antithetic_noise(key: Any, n_samples: int, n_features: int, dtype: Any) -> j
     return jnp.concatenate([half, -half], axis=0)[:n_samples]
 
 
-class Gaussian(Masker):
+class Gaussian(ConditionalSampler):
     r"""Observational (conditional) coalition values under :math:`X \sim \mathcal N(\mu, \Sigma)`.
 
     .. math::
@@ -143,15 +143,6 @@ class Gaussian(Masker):
         return self._g.mean.dtype
 
     @property
-    def n_samples(self) -> int:
-        return self.noise.shape[0]
-
-    @property
-    def evals_per_coalition(self) -> int:
-        """Model evaluations that one coalition value costs: ``n_samples``."""
-        return self.noise.shape[0]
-
-    @property
     def probe_rows(self) -> jax.Array:
         """The mean, as one valid input row for probing a model's output shape."""
         return self._g.mean[None, :]
@@ -189,19 +180,6 @@ class Gaussian(Masker):
         z = (rows - g.mean - lo) / g.safe_scale
         draws = conditional_draws_rows(g.corr, given, z, noise)
         return jnp.where(given[None, :], rows, g.mean + (lo + g.scale * draws))
-
-    def coalition_values(self, f: Callable[[jax.Array], jax.Array], x: jax.Array, masks: jax.Array) -> jax.Array:
-        """``v_x(S)`` for each coalition in ``masks``.
-
-        Args:
-          f: model mapping ``[..., M]`` to ``[..., K]``.
-          x: the explained row, ``[M]``.
-          masks: ``[C, M]`` boolean coalitions.
-
-        Returns:
-          ``[C, K]`` coalition values (Monte-Carlo means over the shared draws).
-        """
-        return f(self.conditional_samples(x, masks)).mean(axis=1)
 
     def __repr__(self) -> str:
         m = self.n_features if not is_traced(self._g.mean) else "traced"

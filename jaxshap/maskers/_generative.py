@@ -14,8 +14,8 @@ from .._core._saved import network_arrays, network_from_arrays, read_saved, writ
 from .._core._validate import integer, layer_widths
 from .._estimators._training import uniform_size_masks
 from .._estimators._vaeac import Layout, draw, encode, init_vaeac, negative_elbo
-from ._base import Masker
 from ._learned import check_training, cost_text, fit_network, holdout, spread
+from ._sampled import ConditionalSampler
 
 DEFAULT_SAMPLES = 256
 """Draws per coalition value (model evaluations per coalition)."""
@@ -30,7 +30,7 @@ NETWORKS = ("prior", "decoder")
 """The networks sampling needs (the full encoder only serves training)."""
 
 
-class Generative(Masker):
+class Generative(ConditionalSampler):
     r"""Observational coalition values from a masked variational autoencoder of the data (vaeac).
 
     .. math::
@@ -158,11 +158,6 @@ class Generative(Masker):
         return self.noise["z"].shape[0]
 
     @property
-    def evals_per_coalition(self) -> int:
-        """Model evaluations that one coalition value costs: ``n_samples``."""
-        return self.n_samples
-
-    @property
     def bytes_per_coalition(self) -> int:
         """The networks' activations for one coalition's draws."""
         lay = self.layout
@@ -198,10 +193,6 @@ class Generative(Masker):
             return self._draws(x[None, :], mask[None, :], noise["z"], noise["numeric"], noise["gumbel"])
 
         return jax.vmap(one)(masks)
-
-    def coalition_values(self, f: Callable[[jax.Array], jax.Array], x: jax.Array, masks: jax.Array) -> jax.Array:
-        """``v_x(S)``: the mean of ``f`` over the coalition's ``n_samples`` draws, ``[C, K]``."""
-        return f(self.conditional_samples(x, masks)).mean(axis=1)
 
     def draw_conditional(self, key: jax.Array, rows: jax.Array, given: jax.Array) -> jax.Array:
         """One draw of the columns outside ``given`` for each row of ``rows [N, M]`` (fresh noise from ``key``)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -14,9 +14,9 @@ from .._algebra._gaussian import coalition_factor, marginal_log_density
 from .._core._inputs import as_key, as_matrix, check_finite, column_names
 from .._core._validate import choice, integer, number
 from .._platform._threads import single_threaded_blas
-from ._base import Masker
 from ._gaussian import DEFAULT_SAMPLES
 from ._mixture_em import fit_mixture
+from ._sampled import ConditionalSampler
 
 STRICT_RCOND = 0.0
 """The components' correlations are used as fitted (``reg_covar`` keeps them positive definite)."""
@@ -35,7 +35,7 @@ def _refuse_categorical(data: Any, categorical: Any) -> None:
         )
 
 
-class GaussianMixture(Masker):
+class GaussianMixture(ConditionalSampler):
     r"""Observational (conditional) coalition values under a Gaussian mixture fitted to data.
 
     The data's distribution is modelled as :math:`p(x) = \sum_c \pi_c \mathcal N(x; \mu_c,
@@ -161,15 +161,6 @@ class GaussianMixture(Masker):
         return self.means.dtype
 
     @property
-    def n_samples(self) -> int:
-        return self.noise.shape[0]
-
-    @property
-    def evals_per_coalition(self) -> int:
-        """Model evaluations that one coalition value costs: ``n_samples``."""
-        return self.noise.shape[0]
-
-    @property
     def probe_rows(self) -> jax.Array:
         """The component means, as valid input rows for probing a model's output shape."""
         return self.means
@@ -200,10 +191,6 @@ class GaussianMixture(Masker):
     def conditional_samples(self, x: jax.Array, masks: jax.Array) -> jax.Array:
         """Draws of ``X`` given ``X_S = x_S`` for each coalition: ``[C, n_samples, M]``."""
         return jax.vmap(lambda mask: self._draw(x, mask, self.strata, self.noise))(masks)
-
-    def coalition_values(self, f: Callable[[jax.Array], jax.Array], x: jax.Array, masks: jax.Array) -> jax.Array:
-        """``v_x(S)`` for each coalition in ``masks``: ``[C, K]`` Monte-Carlo means over the shared draws."""
-        return f(self.conditional_samples(x, masks)).mean(axis=1)
 
     def draw_conditional(self, key: jax.Array, rows: jax.Array, given: jax.Array) -> jax.Array:
         r"""One draw of :math:`X_{\bar G} \mid X_G = r_G` per row, from the mixture's conditional.
