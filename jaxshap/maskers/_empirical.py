@@ -194,14 +194,21 @@ class Empirical(Masker):
         """A few training rows, to probe a model's output shape."""
         return self.data[:16]
 
-    def kept_weights(self, x: jax.Array, mask: jax.Array) -> tuple[jax.Array, jax.Array]:
+    def whitening(self, mask: jax.Array) -> jax.Array:
+        """``L^{-1}`` ``[M, M]``: the inverse Cholesky factor of the correlation of the coalition's
+        continuous features (identity outside them); it depends on the coalition only."""
+        s = (mask & jnp.asarray(self._continuous)).astype(self.data.dtype)
+        factor = jnp.linalg.cholesky(s[:, None] * self._corr * s[None, :] + jnp.diag(1.0 - s))
+        return solve_triangular(factor, jnp.eye(factor.shape[0], dtype=factor.dtype), lower=True)
+
+    def kept_weights(self, x: jax.Array, mask: jax.Array, whiten: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
         """``(rows [K], weights [K])``: the training rows coalition ``mask`` averages over for row
-        ``x`` and their normalised weights (zero beyond the ``eta`` cut), ``K = min(max_samples, N)``."""
+        ``x`` and their normalised weights (zero beyond the ``eta`` cut), ``K = min(max_samples, N)``.
+        ``whiten`` is :meth:`whitening`'s ``L^{-1}`` for ``mask`` (computed here when ``None``)."""
         n, k, dtype = self.data.shape[0], self.max_samples, self.data.dtype
         s = (mask & jnp.asarray(self._continuous)).astype(dtype)
         diff = s * ((x - self._centre) / self._unit - self._scores)  # [N, M], zero outside S
-        factor = jnp.linalg.cholesky(s[:, None] * self._corr * s[None, :] + jnp.diag(1.0 - s))
-        whiten = solve_triangular(factor, jnp.eye(factor.shape[0], dtype=dtype), lower=True)  # L^{-1}, [M, M]
+        whiten = self.whitening(mask) if whiten is None else whiten
         whitened = diff @ whiten.T  # [N, M]: one matrix product for all rows
         log_w = -(whitened**2).sum(1) / (jnp.maximum(s.sum(), 1.0) * 2.0 * self.sigma**2)
         none = jnp.asarray(jnp.finfo(dtype).min / 4, dtype)
@@ -236,7 +243,14 @@ class Empirical(Masker):
         # The distances hold [N, M] per coalition: batched so they take no more than the model's
         # inputs ([max_samples, M] per coalition) that the chunk planner budgets for.
         batch = c if n <= self.max_samples else max(1, (c * self.max_samples) // n)
-        rows, w = jax.lax.map(lambda mask: self.kept_weights(x, mask), masks, batch_size=min(batch, c))
+        # The factorisations depend on the coalitions only: one batched Cholesky and one batched
+        # triangular solve for all of them, outside the loop. Inside lax.map a remainder batch
+        # would run its own LAPACK calls beside the loop's, which can deadlock XLA's CPU thread
+        # pool (see jaxshap._platform._lapack_order).
+        whiten = jax.vmap(self.whitening)(masks)
+        rows, w = jax.lax.map(
+            lambda args: self.kept_weights(x, *args), (masks, whiten), batch_size=min(batch, c)
+        )
         inputs = jnp.where(masks[:, None, :], x[None, None, :], self.data[rows])
         return jnp.einsum("cbk,cb->ck", f(inputs), w)
 
@@ -246,8 +260,10 @@ class Empirical(Masker):
         rows = jnp.asarray(rows, self.dtype)
         given = jnp.asarray(given, bool)
 
+        whiten = self.whitening(given)
+
         def one(k, r):
-            index, w = self.kept_weights(r, given)
+            index, w = self.kept_weights(r, given, whiten)
             pick = jax.random.categorical(k, jnp.log(w))
             return jnp.where(given, r, self.data[index[pick]])
 
