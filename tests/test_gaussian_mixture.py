@@ -269,3 +269,20 @@ def test_errors():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         GaussianMixture(data, n_components=1)
+
+
+def test_fitted_instances_share_one_compiled_program():
+    """The fit's diagnostics are leaves or kept out of the tree, so a second fit (other data,
+    another number of EM iterations) reuses the first one's compiled program."""
+    from jaxshap._engine._program import block_program
+
+    rng = np.random.default_rng(11)
+    f = lambda X: jnp.tanh(X).sum(-1)
+    sizes = []
+    for seed in range(3):
+        data = rng.normal(size=(200, 3)).astype(np.float32) * (1 + seed)
+        masker = GaussianMixture(data, n_components=2, key=seed, n_samples=32)
+        jaxshap.ExactExplainer(f, masker)(data[:4])
+        sizes.append(block_program._cache_size())
+    assert sizes[1] == sizes[0] and sizes[2] == sizes[0], sizes
+    assert masker.history is not None and len(masker.history) == int(masker.n_iter)

@@ -133,10 +133,12 @@ class GaussianMixture(ConditionalSampler):
         self.means = jnp.asarray(fit.means, dtype)
         self.covariances = jnp.asarray(fit.covariances, dtype)
         self._components = _standardised(fit.means, fit.covariances, dtype)
-        self.n_iter = int(fit.n_iter)
-        self.converged = bool(fit.converged)
-        self.log_likelihood = float(fit.log_likelihood)
-        self.history = tuple(float(v) for v in np.asarray(fit.history)[: self.n_iter])
+        # NumPy arrays, hence pytree leaves: as static fields their values would enter the compiled
+        # program's cache key, and every fitted instance would compile its own program
+        self.n_iter = np.asarray(int(fit.n_iter))
+        self.converged = np.asarray(bool(fit.converged))
+        self.log_likelihood = np.asarray(float(fit.log_likelihood))
+        self.history_ = np.asarray(fit.history, np.float64)[: int(fit.n_iter)]  # its length varies: kept out of the tree
         half = (n_samples + 1) // 2
         strata = (jnp.arange(half, dtype=dtype) + jax.random.uniform(key_u, (half,), dtype)) / half
         noise = jax.random.normal(key_noise, (half, x.shape[1]), dtype)
@@ -146,6 +148,12 @@ class GaussianMixture(ConditionalSampler):
             warnings.warn(
                 f"GaussianMixture: EM did not converge in max_iter={max_iter} iterations (the mean log-likelihood "
                 f"changed by more than tol={tol:g}); raise max_iter or tol.", UserWarning, stacklevel=2)
+
+    @property
+    def history(self) -> np.ndarray | None:
+        """``[n_iter]`` mean log-likelihood at each EM iteration (``None`` on a copy rebuilt inside a
+        JAX transformation: its length varies between fits, so it is not part of the pytree)."""
+        return getattr(self, "history_", None)
 
     # --- the masker protocol -------------------------------------------------------------------
     @property
