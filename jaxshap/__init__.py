@@ -7,10 +7,12 @@ Public API (everything else is private):
   :class:`LinearExplainer`, :class:`TreeExplainer` (also as shap spells them:
   :mod:`jaxshap.explainers`); for differentiable models :class:`GradientExplainer` (expected
   gradients), :func:`integrated_gradients` and :class:`AmortizedExplainer` (FastSHAP).
-* Result: :class:`Explanation`.
+* Result: :class:`Explanation`; :class:`Decomposition` (``TreeExplainer.decompose``: the exact
+  interventional functional decomposition of a tree ensemble).
 * Interactions and effects: :func:`partial_dependence` (:class:`PartialDependence`),
   :func:`h_statistic` (:class:`HStatistics`), :func:`functional_anova` (:class:`FunctionalANOVA`),
   :func:`accumulated_local_effects` (:class:`ALE`).
+* Choosing a value function: :func:`msev` (the MSEv criterion, with its standard error).
 * Runtime: :func:`enable_compilation_cache` (JAX's persistent compilation cache, one switch).
 * Data: :func:`sample` (shap's ``shap.sample``: the same background rows).
 * Submodules: :mod:`jaxshap.maskers` (value functions), :mod:`jaxshap.estimators` (estimator
@@ -27,10 +29,12 @@ from ._core._validate import DEFAULT_MEMORY_BUDGET
 from ._explainers._auto import Explainer
 from ._explainers._exact import ExactExplainer
 from ._explainers._gradient import GradientExplainer, integrated_gradients
+from ._result._decomposition import Decomposition
 from ._result._explanation import Explanation
 from ._effects._ale import ALE, accumulated_local_effects
 from ._effects._functional_anova import FunctionalANOVA, functional_anova
 from ._effects._hstats import HStatistics, h_statistic
+from ._effects._msev import msev
 from ._explainers._kernel import KernelExplainer
 from ._explainers._linear import LinearExplainer
 from ._effects._partial_dependence import PartialDependence, partial_dependence
@@ -45,6 +49,7 @@ __all__ = [
     "ALE",
     "AmortizedExplainer",
     "DEFAULT_MEMORY_BUDGET",
+    "Decomposition",
     "ExactExplainer",
     "Explainer",
     "Explanation",
@@ -67,6 +72,7 @@ __all__ = [
     "h_statistic",
     "integrated_gradients",
     "maskers",
+    "msev",
     "partial_dependence",
     "plots",
     "sample",

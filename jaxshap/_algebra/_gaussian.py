@@ -72,16 +72,58 @@ def permuted_cholesky(corr: jax.Array, order: jax.Array) -> jax.Array:
     return jnp.linalg.cholesky(corr[order][:, order])
 
 
+def coalition_factor(corr: jax.Array, mask: jax.Array, z: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    r"""The coalition-first Cholesky factor and the whitened observed values of one coalition.
+
+    With the coalition put first (:func:`coalition_first`), :math:`L = \begin{pmatrix} L_{SS} &
+    0 \\ L_{\bar S S} & L_{\bar S \bar S}\end{pmatrix}` is the Cholesky factor of the
+    permuted ``corr`` and :math:`w_S = L_{SS}^{-1} z_S` (forward substitution: the first
+    :math:`|S|` entries only read the first :math:`|S|` right-hand sides). Both the conditional
+    draws (:func:`conditional_draws`) and the marginal density of :math:`z_S`
+    (:func:`marginal_log_density`) follow from them.
+
+    Args:
+      corr: ``[M, M]`` positive-definite correlation matrix.
+      mask: ``[M]`` boolean coalition.
+      z: ``[M]`` standardised row (only ``z_S`` is read).
+
+    Returns:
+      ``(order, factor, first, w)``: the ordering ``[M]``, ``L`` ``[M, M]`` (in that order),
+      ``first`` ``[M]`` (``True`` on the leading :math:`|S|` positions) and ``w`` ``[M]``
+      (:math:`w_S` on those positions, zeros after).
+    """
+    m = corr.shape[0]
+    order = coalition_first(mask)
+    factor = permuted_cholesky(corr, order)
+    first = jnp.arange(m) < mask.sum()
+    w = solve_triangular(factor, jnp.where(first, z[order], 0.0), lower=True)
+    return order, factor, first, jnp.where(first, w, 0.0)
+
+
+def marginal_log_density(factor: jax.Array, first: jax.Array, w: jax.Array) -> jax.Array:
+    r""":math:`\log \mathcal N(z_S;\, 0, C_{SS})` from :func:`coalition_factor`'s outputs.
+
+    .. math::
+
+        \log \mathcal N(z_S; 0, C_{SS}) = -\tfrac12 \lVert w_S \rVert^2
+            - \sum_{r < |S|} \log L_{rr} - \tfrac{|S|}{2} \log 2\pi,
+
+    since :math:`z_S^\top C_{SS}^{-1} z_S = \lVert L_{SS}^{-1} z_S \rVert^2` and
+    :math:`\log\det C_{SS} = 2 \sum_{r<|S|} \log L_{rr}`. The empty coalition gives 0.
+    """
+    diag = jnp.where(first, jnp.diagonal(factor), 1.0)
+    size = first.sum().astype(factor.dtype)
+    return -0.5 * (w**2).sum() - jnp.log(diag).sum() - 0.5 * size * jnp.log(2.0 * jnp.pi)
+
+
 def conditional_draws(corr: jax.Array, mask: jax.Array, z: jax.Array, noise: jax.Array) -> jax.Array:
     r"""Draws of :math:`z \mid z_S` through the coalition-first Cholesky factor.
 
-    With the coalition put first, :math:`L = \begin{pmatrix} L_{SS} & 0 \\ L_{\bar S S} &
-    L_{\bar S \bar S}\end{pmatrix}` and every draw is :math:`L w` with
-    :math:`w_S = L_{SS}^{-1} z_S` (shared) and :math:`w_{\bar S} = \varepsilon_{\bar S}`:
-    its :math:`\bar S` part is the conditional mean :math:`L_{\bar S S} L_{SS}^{-1} z_S` plus
-    :math:`L_{\bar S \bar S} \varepsilon`, whose covariance is the Schur complement. The noise is
-    indexed by the original feature, so the same draws serve every coalition and row
-    (common random numbers).
+    With :func:`coalition_factor`'s :math:`L` and :math:`w_S = L_{SS}^{-1} z_S`, every draw is
+    :math:`L w` with :math:`w_{\bar S} = \varepsilon_{\bar S}`: its :math:`\bar S` part is the
+    conditional mean :math:`L_{\bar S S} L_{SS}^{-1} z_S` plus :math:`L_{\bar S \bar S}
+    \varepsilon`, whose covariance is the Schur complement. The noise is indexed by the original
+    feature, so the same draws serve every coalition and row (common random numbers).
 
     Args:
       corr: ``[M, M]`` positive-definite correlation matrix.
@@ -109,10 +151,7 @@ def conditional_draws_rows(corr: jax.Array, mask: jax.Array, z: jax.Array, noise
         row shared by every draw.
       noise: ``[N, M]`` standard-normal draws.
     """
-    m = corr.shape[0]
-    order = coalition_first(mask)
-    factor = permuted_cholesky(corr, order)
-    first = jnp.arange(m) < mask.sum()
+    order, factor, first, _ = coalition_factor(corr, mask, z[0])
     # Forward substitution: the first |S| entries only read the first |S| right-hand sides.
     w_s = solve_triangular(factor, jnp.where(first[None, :], z[:, order], 0.0).T, lower=True).T
     w = jnp.where(first[None, :], w_s, noise[:, order])

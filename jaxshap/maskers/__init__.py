@@ -8,6 +8,12 @@ subclass and one export line here. Wrappers change the game or its players on an
 :class:`Grouped` (groups of columns as players), :class:`Causal` (causal Shapley values over a
 causal chain) and :class:`Asymmetric` (asymmetric Shapley values).
 
+Observational value functions, :math:`v_x(S) = E[f(X) \mid X_S = x_S]` under a model of the data:
+:class:`Gaussian`, :class:`GaussianCopula` (Gaussian dependence, empirical marginals),
+:class:`GaussianMixture` (fitted by EM) and :class:`Empirical` (Aas et al.'s kernel-weighted
+training rows; categorical columns too); interventional ones: :class:`Independent` and
+:class:`Partition` (Owen values over a feature hierarchy).
+
 Learned value functions, trained with optax on random coalitions of the data:
 :class:`Surrogate` (a network predicting the model's output from ``x_S``, no model evaluations
 per coalition) and :class:`Generative` (a masked variational autoencoder that draws
@@ -23,10 +29,11 @@ from ._gaussian import Gaussian
 from ._generative import Generative
 from ._grouped import Grouped
 from ._independent import Independent
+from ._mixture import GaussianMixture
 from ._partition import Partition
 from ._surrogate import Surrogate
 
 __all__ = [
-    "Asymmetric", "Causal", "Empirical", "Gaussian", "GaussianCopula", "Generative", "Grouped", "Independent",
-    "Masker", "Partition", "Surrogate",
+    "Asymmetric", "Causal", "Empirical", "Gaussian", "GaussianCopula", "GaussianMixture", "Generative", "Grouped",
+    "Independent", "Masker", "Partition", "Surrogate",
 ]

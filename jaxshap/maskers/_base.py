@@ -73,10 +73,7 @@ class Masker(abc.ABC):
     interaction indices, the permutation explainer's control variates) refuse, or turn off,
     when :attr:`attribution` is not :data:`SHAPLEY`.
 
-    Concrete maskers: :class:`jaxshap.maskers.Independent` (interventional),
-    :class:`jaxshap.maskers.Partition` (interventional, Owen values over a feature hierarchy),
-    :class:`jaxshap.maskers.Gaussian` (observational) and the learned observational ones,
-    :class:`jaxshap.maskers.Surrogate` and :class:`jaxshap.maskers.Generative`.
+    Concrete maskers are listed in :mod:`jaxshap.maskers`.
     """
 
     feature_names: tuple[str, ...] | None = None

@@ -19,10 +19,12 @@ from ..._core._model import declared_output_names
 from ..._core._progress import ProgressBar, wants_progress
 from ..._core._validate import DEFAULT_MEMORY_BUDGET, choice, memory_budget as check_memory_budget
 from ..._engine._shap_api import ShapAPI, shap_background
+from ..._result._decomposition import Decomposition
 from ..._result._explanation import Explanation
 from ..._tree._import import find_reader
 from ..._tree._rows import host_rows
 from ._build import Build, TreeBuilder, cover_from_data
+from ._decompose import decompose
 from ._explain import ExplainRows, n_rows
 from ._outputs import OUTPUTS, TreeOutput
 
@@ -250,6 +252,35 @@ class TreeExplainer(ExplainRows, ShapAPI):
         check_additivity=True)``: NumPy ``[n, M]`` or ``[n, M, K]`` (``[M]`` for one 1-D row)."""
         return super().shap_values(X, y=y, tree_limit=tree_limit, approximate=approximate,
                                    check_additivity=check_additivity, **kwargs)
+
+    def decompose(self, X: Any, max_order: int | None = None) -> Decomposition:
+        r"""The exact interventional functional decomposition of the model at the rows of ``X``.
+
+        ``m_S(x) = sum_{T subseteq S} (-1)^{|S|-|T|} v_x(T)`` with ``v_x(T) = mean_b f(x_T, b_{-T})``
+        over the background rows ``data``, so ``f(x) = intercept + sum_S m_S(x)`` with
+        ``intercept = v_x(emptyset)`` the mean raw output over the background (Hiabu, Meyer &
+        Wright, 2023, "Unifying local and global model explanations by functional
+        decomposition of low dimensional structures", AISTATS; the R package glex). Each leaf
+        only gives components inside the set of features its path tests: main effects and
+        pairs are gathered from tables over the features' threshold cells, built once, and each
+        higher-order component from the subsets of each path's distinct features, per row (see
+        :mod:`jaxshap._tree._decomposition`). The raw output of the default trees is decomposed.
+
+        Args:
+          X: rows ``[n, M]``, as for :meth:`__call__`.
+          max_order: compute the components of at most this many features only; the rest is
+            summed in ``remainder`` (``None``: every order).
+
+        Returns:
+          A :class:`jaxshap.Decomposition`: ``components`` ``{S: [n]}`` (``[n, K]`` for ``K``
+          outputs), ``intercept``, ``remainder``, ``shap_values()`` (the interventional SHAP
+          values), ``importance()``, ``without(features)`` and ``predict()``.
+
+        Raises:
+          ValueError: without background ``data``, for a ``model_output`` other than ``"raw"``,
+            a bad ``max_order``, or paths with too many distinct features for ``memory_budget``.
+        """
+        return decompose(self, X, max_order)
 
     @property
     def expected_value(self) -> Any:
