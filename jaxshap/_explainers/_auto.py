@@ -139,15 +139,8 @@ class Explainer(abc.ABC):
                 f"`model` ({type(model).__name__}) is not callable and is not a tree or linear model jaxshap "
                 f"can read.{hint}"
             )
-        if algorithm == "auto":  # exact up to the masker's feature limit (shap's rule) and ExactExplainer's size
-            game = player_masker(masker, **players, column_names=feature_names) if players else masker
-            m, limit = game.n_features, game.auto_exact_features
-            if m > limit:
-                algorithm, reason = "permutation", f"{m} features > {limit}"
-            elif (c := game.exact_coalition_count()) > 2**MAX_EXACT_FEATURES:
-                algorithm, reason = "permutation", f"{c:,} coalitions for exact {game.attribution} values > 2**{MAX_EXACT_FEATURES}"
-            else:
-                algorithm, reason = "exact", f"{m} features <= {limit}: exact {game.attribution} values"
+        if algorithm == "auto":
+            algorithm, reason = _exact_or_permutation(masker, players, feature_names)
         else:
             reason = f"algorithm={algorithm!r}"
         chosen = {"exact": ExactExplainer, "permutation": PermutationExplainer, "kernel": KernelExplainer}[algorithm]
@@ -161,6 +154,18 @@ class Explainer(abc.ABC):
     def load(cls, file: Any) -> Any:
         """Load any explainer saved with its ``save`` method (this unpickles: trusted files only)."""
         return unpickle_explainer(file, cls, "jaxshap explainer")
+
+
+def _exact_or_permutation(masker: Any, players: dict, feature_names: Any) -> tuple[str, str]:
+    """``(algorithm, reason)``: exact up to the game's feature limit (shap's rule) and
+    ExactExplainer's size, permutation beyond; the game is the masker with its players."""
+    game = player_masker(masker, **players, column_names=feature_names) if players else masker
+    m, limit = game.n_features, game.auto_exact_features
+    if m > limit:
+        return "permutation", f"{m} features > {limit}"
+    if (c := game.exact_coalition_count()) > 2**MAX_EXACT_FEATURES:
+        return "permutation", f"{c:,} coalitions for exact {game.attribution} values > 2**{MAX_EXACT_FEATURES}"
+    return "exact", f"{m} features <= {limit}: exact {game.attribution} values"
 
 
 def _identity_only(link: str, name: str) -> None:
