@@ -303,3 +303,64 @@ def test_lightgbm_zero_and_none_missing_types(params):
             if S:
                 got = _k(dec.components[S], 4)[i] if S in dec.components else np.zeros_like(value)
                 np.testing.assert_allclose(got, value, atol=ATOL, err_msg=f"component {S}")
+
+
+GROUPS = [[0, 3], [1], [2, 4]]
+
+
+def _group_oracle(raw, x, bg, groups):
+    """``{T: m'_T(x) [K]}``: the groups' game u(T) = mean_b raw(x_{cols(T)}, b_rest), Möbius-transformed."""
+    u = {}
+    for r in range(len(groups) + 1):
+        for T in itertools.combinations(range(len(groups)), r):
+            cols = [j for k in T for j in groups[k]]
+            hybrid = bg.copy()
+            hybrid[:, cols] = x[cols]
+            u[T] = raw(hybrid).mean(0)
+    return {T: sum((-1) ** (len(T) - len(U)) * u[U] for r in range(len(T) + 1) for U in itertools.combinations(T, r))
+            for T in u}
+
+
+@pytest.mark.parametrize("kind", ["xgb_reg", "gb_multi"])
+def test_group_components_equal_the_group_game_brute_force(fitted, kind):
+    model, raw, X, bg, rows, ex, dec = fitted(kind)
+    grouped = dec.group(GROUPS)
+    assert grouped.feature_names == ("Feature 0 + Feature 3", "Feature 1", "Feature 2 + Feature 4")
+    assert grouped.data is None and len(grouped.sets) < len(dec.sets)
+    comps = grouped.components
+    for i in range(3):
+        truth = _group_oracle(raw, rows[i], bg, GROUPS)
+        for T, value in truth.items():
+            if T:
+                got = _k(comps[T], N_ROWS)[i] if T in comps else np.zeros_like(value)
+                np.testing.assert_allclose(got, value, atol=ATOL, err_msg=f"group component {T}")
+    np.testing.assert_allclose(_k(grouped.predict(), N_ROWS), raw(rows), atol=ATOL)
+    np.testing.assert_allclose(grouped.intercept, dec.intercept)
+
+
+def test_group_shap_values_equal_the_explainers_group_values(fitted):
+    model, raw, X, bg, rows, ex, dec = fitted("gb_reg")  # no missing values: the masker refuses NaN
+    groups = {"a": ["Feature 0", "Feature 3"], "b": [1], "c": [2, 4]}
+    grouped = dec.group(groups)
+    assert grouped.feature_names == ("a", "b", "c")
+    masker = jaxshap.maskers.Independent(bg, max_samples=None)
+    expl = jaxshap.ExactExplainer(lambda Z: raw(Z)[:, 0], masker, groups=[[0, 3], [1], [2, 4]])(rows)
+    np.testing.assert_allclose(grouped.shap_values(), np.asarray(expl.values), atol=ATOL)
+    # a group of one feature keeps that feature's components; the split factor's own
+    # "interaction" (0, 3) folds into the group's main effect
+    np.testing.assert_allclose(grouped.components[(1,)], dec.components[(1,)], atol=1e-6)
+    own = sum(v for S, v in dec.components.items() if set(S) <= {0, 3})
+    np.testing.assert_allclose(grouped.components[(0,)], own, atol=1e-6)
+    np.testing.assert_allclose(grouped.without("b"), dec.without([1]), atol=1e-5)
+
+
+def test_group_refuses_bad_groups(fitted):
+    model, raw, X, bg, rows, ex, dec = fitted("xgb_reg")
+    with pytest.raises(ValueError, match="leaves out"):
+        dec.group([[0, 1], [2]])
+    with pytest.raises(ValueError, match="twice"):
+        dec.group([[0, 1], [1, 2, 3, 4]])
+    with pytest.raises(ValueError, match="not a feature"):
+        dec.group([["nope"], [0, 1, 2, 3, 4]])
+    with pytest.raises(ValueError, match="names"):
+        dec.group(GROUPS, names=["x", "y"])

@@ -5,7 +5,8 @@ r"""The functional decomposition of a model at explained rows, and what it gives
 (Hiabu, Meyer & Wright, 2023, "Unifying local and global model explanations by functional
 decomposition of low dimensional structures", AISTATS). From them: the interventional SHAP
 values ``phi_j = sum_{S ni j} m_S / |S|``, glex's importance ``mean_i |m_S(x_i)|`` and the
-prediction with every component touching some features removed (de-biasing).
+prediction with every component touching some features removed (de-biasing), and the same
+decomposition with groups of features as the players.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import numpy as np
+
+from ..maskers._columns import resolve_groups
 
 
 class Importance(NamedTuple):
@@ -132,6 +135,48 @@ class Decomposition:
             )
         keep = np.array([not drop.intersection(s) for s in self.sets], bool)
         return self._squeeze(self._values[:, keep].sum(1)) + self.intercept
+
+    def group(self, groups: Any, names: Any = None) -> "Decomposition":
+        r"""The decomposition with groups of features as its players (glex's ``group_components``).
+
+        With groups :math:`g_1, \dots, g_G` partitioning the features, a component's group set is
+        :math:`\tau(S) = \{k : S \cap g_k \neq \emptyset\}` and the grouped components are
+        :math:`m'_T = \sum_{S:\, \tau(S) = T} m_S`. This is exact: :math:`m'_T` is the Möbius
+        transform of the groups' game :math:`u_x(T) = v_x(\bigcup_{k \in T} g_k)`, so the grouped
+        components still add up to the prediction, and ``.shap_values()`` of the result are the
+        groups' interventional Shapley values, :math:`\phi_k = \sum_{T \ni k} m'_T / |T|` (those
+        of ``ExactExplainer(..., groups=groups)`` with the same background). A one-hot encoded
+        factor, split over its dummy columns, becomes one feature again; so does any block of
+        related features. ``max_order`` and ``remainder`` keep their meaning (orders of features).
+
+        Args:
+          groups: a list of groups, each a list of features (positions or names), or a dict
+            ``{group name: features}``; every feature in exactly one group.
+          names: group names for a list of groups; by default the features' names joined by
+            ``" + "`` (a group of one feature keeps its name).
+
+        Returns:
+          A :class:`Decomposition` whose features are the groups (``data`` is ``None``: a group
+          has no single value).
+
+        Raises:
+          ValueError: for groups that overlap, leave a feature out or name an unknown feature, and
+            for repeated or miscounted names.
+        """
+        parts, group_names = resolve_groups(groups, names, self.feature_names, len(self.feature_names))
+        owner = np.empty(len(self.feature_names), np.int64)
+        for k, cols in enumerate(parts):
+            owner[list(cols)] = k
+        members: dict = {}
+        for i, s in enumerate(self.sets):
+            members.setdefault(tuple(sorted({int(owner[j]) for j in s})), []).append(i)
+        sets = sorted(members, key=lambda t: (len(t), t))
+        values = np.zeros(self._values[:, :0].shape, self._values.dtype)  # [n, 0, K]: a constant model
+        if sets:
+            values = np.stack([self._values[:, members[t]].sum(1) for t in sets], axis=1)
+        wide = (lambda a: np.asarray(a)[..., None]) if self._single else np.asarray
+        return Decomposition(values, sets, wide(self.intercept), wide(self.remainder), group_names, self.output_names,
+                             None, self.max_order, self.truncated)
 
     def __repr__(self) -> str:
         orders = sorted({len(s) for s in self.sets})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -63,6 +63,37 @@ def resolve_partition(spec: Any, names: Sequence[str] | None, n: int, what: str)
         raise ValueError(f"`{what}` leaves out {[_label(j, names) for j in missing]}; every feature must be in "
                          "exactly one part (a feature of its own is a part of one).")
     return tuple(parts)
+
+
+def resolve_groups(groups: Any, names: Any, columns: Sequence[str] | None, n_columns: int
+                   ) -> tuple[tuple[tuple[int, ...], ...], tuple[str, ...]]:
+    """Groups of columns (a list of lists, or a dict ``{name: columns}``) and their names.
+
+    The groups must partition the columns (:func:`resolve_partition`). Without names, a group is
+    named by its columns' names joined by ``" + "`` (``"age + sex"``; a single column keeps its
+    name), or ``"Group g"`` when the columns have no names.
+
+    Returns:
+      ``(groups, names)``: the groups as tuples of column positions, and one name per group.
+
+    Raises:
+      ValueError: for names given both as dict keys and ``names``, names of the wrong length or
+        repeated, and as :func:`resolve_partition` raises.
+    """
+    if isinstance(groups, Mapping):
+        if names is not None:
+            raise ValueError("pass group names either as the keys of a `groups` dict or as `names`, not both.")
+        names, groups = [str(k) for k in groups], list(groups.values())
+    parts = resolve_partition(groups, columns, n_columns, "groups")
+    if names is None:
+        names = [f"Group {g}" if columns is None else " + ".join(str(columns[j]) for j in cols)
+                 for g, cols in enumerate(parts)]
+    names = tuple(str(n) for n in names)
+    if len(names) != len(parts):
+        raise ValueError(f"`names` has {len(names)} entries for {len(parts)} groups.")
+    if len(set(names)) != len(names):
+        raise ValueError(f"group names must differ; got {list(names)}.")
+    return parts, names
 
 
 def _label(j: int, names: Sequence[str] | None) -> Any:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ._base import Masker
-from ._columns import resolve_partition
+from ._columns import resolve_groups
 from ._wrapped import Wrapped
 
 
@@ -61,19 +61,7 @@ class Grouped(Wrapped):
     def __init__(self, masker: Masker, groups: Any, names: Any = None):
         super().__init__(masker)
         self._require_shapley("Grouped")
-        columns = masker.column_names
-        if isinstance(groups, Mapping):
-            if names is not None:
-                raise ValueError("pass group names either as the keys of a `groups` dict or as `names`, not both.")
-            names, groups = [str(k) for k in groups], list(groups.values())
-        self.groups = resolve_partition(groups, columns, masker.n_columns, "groups")
-        if names is None:
-            names = [_default_name(g, cols, columns) for g, cols in enumerate(self.groups)]
-        names = tuple(str(n) for n in names)
-        if len(names) != len(self.groups):
-            raise ValueError(f"`names` has {len(names)} entries for {len(self.groups)} groups.")
-        if len(set(names)) != len(names):
-            raise ValueError(f"group names must differ; got {list(names)}.")
+        self.groups, names = resolve_groups(groups, names, masker.column_names, masker.n_columns)
         self.feature_names = names
 
     @property
@@ -93,8 +81,3 @@ class Grouped(Wrapped):
     def __repr__(self) -> str:
         return f"Grouped({self.masker!r}, groups: {len(self.groups)})"
 
-
-def _default_name(g: int, cols: tuple[int, ...], columns: Any) -> str:
-    if columns is None:
-        return f"Group {g}"
-    return " + ".join(str(columns[j]) for j in cols)
