@@ -241,6 +241,44 @@ def test_keyed_pytree_and_names():
                                np.asarray(a.coalition_values(f, x, masks)), rtol=1e-5, atol=1e-5)
 
 
+def test_bic_is_the_definition_and_picks_the_true_number_of_components():
+    """BIC = -2 sum_i log p(x_i) + p log N (p = K - 1 + K M + K M (M + 1) / 2), from the fitted
+    parameters in NumPy; over candidates 1..5 the three-cluster data get K = 3, the same fit as
+    n_components=3 with that key; one candidate gives its own fit and BIC."""
+    data = mixture_rows(900, seed=11)
+    n, m = data.shape
+    chosen = GaussianMixture(data, n_components=range(1, 6), key=4, n_samples=64)
+    assert sorted(chosen.bic) == [1, 2, 3, 4, 5] and chosen.n_components == 3
+    assert min(chosen.bic, key=chosen.bic.get) == 3
+    with jax.enable_x64(True):
+        for k in (1, 2, 3):
+            one = GaussianMixture(data.astype(np.float64), n_components=k, key=4, n_samples=64)
+            w, mu, cov = (np.asarray(a, np.float64) for a in (one.weights, one.means, one.covariances))
+            dens = np.stack([np.log(w[c]) + np.array([log_normal_pdf(x, mu[c], cov[c]) for x in data]) for c in range(k)])
+            top = dens.max(0)
+            loglik = (top + np.log(np.exp(dens - top).sum(0))).sum()
+            p = (k - 1) + k * m + k * m * (m + 1) // 2
+            assert list(one.bic) == [k]
+            np.testing.assert_allclose(one.bic[k], -2.0 * loglik + p * np.log(n), rtol=1e-9)
+            np.testing.assert_allclose(chosen.bic[k], one.bic[k], rtol=1e-6)  # float32 data, same fit
+    three = GaussianMixture(data, n_components=3, key=4, n_samples=64)
+    np.testing.assert_array_equal(np.asarray(chosen.weights), np.asarray(three.weights))
+    np.testing.assert_array_equal(np.asarray(chosen.covariances), np.asarray(three.covariances))
+
+
+def test_bic_on_gaussian_data_picks_one_component_the_gaussian_masker():
+    rng = np.random.default_rng(12)
+    data = rng.multivariate_normal(np.zeros(3), COVS[0], size=800).astype(np.float32)
+    chosen = GaussianMixture(data, n_components=[3, 1, 2, 2], key=0, n_samples=256)
+    assert list(chosen.bic) == [1, 2, 3] and chosen.n_components == 1
+
+
+@pytest.mark.parametrize("bad", [[], [0, 2], [2, 1.5], "3", [True]])
+def test_bad_candidates_are_refused(bad):
+    with pytest.raises(ValueError, match="`n_components`"):
+        GaussianMixture(mixture_rows(50, seed=6), n_components=bad)
+
+
 def test_errors():
     data = mixture_rows(50, seed=6)
     with pytest.raises(ValueError, match="categorical.*Empirical"):

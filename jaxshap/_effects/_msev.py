@@ -29,6 +29,7 @@ import numpy as np
 
 from .._coalitions._combinatorics import all_codes_bits
 from .._core._chunking import map_chunks, plan_chunks
+from .._core._categorical import encode_categories
 from .._core._inputs import align_columns, as_key, as_matrix, check_n_features
 from .._core._links import link_function
 from .._core._model import model_errors, wrap_model
@@ -165,7 +166,9 @@ def msev(
     budget = check_memory_budget(memory_budget)
     if n_coalitions is not None:
         n_coalitions = integer(n_coalitions, "n_coalitions", least=1)
-    X = as_matrix(align_columns(X, masker.feature_names, "X"), "X", dtype=masker.dtype)
+    X = align_columns(X, masker.feature_names, "X")
+    X = encode_categories(X, masker.column_categories, masker.feature_names)  # labels: the masker's codes
+    X = as_matrix(X, "X", dtype=masker.dtype)
     check_n_features(X, masker.n_features, "X", "the masker")
     masks = evaluation_coalitions(masker.n_features, n_coalitions, key)
     bytes_per_eval = wrapped.bytes_per_row + np.dtype(masker.dtype).itemsize * masker.n_features

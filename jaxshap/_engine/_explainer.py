@@ -48,6 +48,7 @@ from ..maskers import Independent, Masker
 from ..maskers._players import player_masker
 from .._core._validate import DEFAULT_MEMORY_BUDGET
 from .._core._validate import memory_budget as check_memory_budget
+from .._core._categorical import encode_categories
 from .._core._chunking import chunk_capacity, map_chunks, plan_chunks
 from .._core._inputs import align_columns, as_matrix, check_finite_rows, check_n_features, default_output_names, is_traced
 from .._core._inputs import resolve_feature_names
@@ -280,6 +281,7 @@ class CoalitionExplainer(ShapAPI, RowExplainer):
         # NaN in X is passed to the model, as shap does (XGBoost and others handle missing values);
         # a model output that is NaN or inf is reported by _wrap, naming the rows.
         X = align_columns(X, self.masker.column_names, "X")
+        X = encode_categories(X, self.masker.column_categories, self.masker.column_names)  # labels: the masker's codes
         X = as_matrix(X, "X", dtype=self.masker.dtype)
         check_n_features(X, self.masker.n_columns, "X", "the background")
         return X

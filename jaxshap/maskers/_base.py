@@ -97,6 +97,14 @@ class Masker(abc.ABC):
         """Names of the model's input columns (``feature_names`` unless the players are groups)."""
         return self.feature_names
 
+    @property
+    def column_categories(self) -> dict[int, tuple]:
+        """``{column index: categories}`` for the columns this masker read from pandas ``category``
+        columns (code ``k`` of column ``j`` stands for ``categories[j][k]``); ``{}`` when it read
+        none. The explainers map such columns of a DataFrame ``X`` (labels) to these codes, so the
+        model is called with the codes the masker's own rows hold."""
+        return dict(getattr(self, "categories_", None) or {})
+
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if hasattr(cls, "tree_flatten") and hasattr(cls, "tree_unflatten"):

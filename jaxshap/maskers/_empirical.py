@@ -10,7 +10,7 @@ import numpy as np
 from jax.scipy.linalg import solve_triangular
 
 from .._algebra._covariance import prepare, sample_moments
-from .._core._categorical import categorical_columns, category_codes, check_codes
+from .._core._categorical import categorical_columns, category_codes, frame_categories, check_codes
 from .._core._inputs import as_matrix, check_finite, column_names, is_traced
 from .._core._validate import integer, number
 from ._base import Masker
@@ -147,6 +147,7 @@ class Empirical(Masker):
         feature_names: Sequence[str] | None = None,
     ):
         names = column_names(data) if feature_names is None else [str(n) for n in feature_names]
+        self.categories_ = frame_categories(data)  # the labels behind the codes, for X's category columns
         data, found = category_codes(data)
         x = as_matrix(data, "data")
         check_finite(x, "data")

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._core._categorical import categorical_columns, category_codes
+from .._core._categorical import categorical_columns, category_codes, frame_categories
 from .._core._inputs import as_key, as_matrix, check_finite, column_names, is_traced
 from .._core._saved import network_arrays, network_from_arrays, read_saved, write_saved
 from .._core._validate import integer, layer_widths
@@ -96,6 +96,7 @@ class Generative(ConditionalSampler):
         feature_names: Sequence[str] | None = None,
     ):
         names = column_names(data)
+        self.categories_ = frame_categories(data)  # the labels behind the codes, for X's category columns
         data, found = category_codes(data)
         x = as_matrix(data, "data")
         check_finite(x, "data")
@@ -106,6 +107,7 @@ class Generative(ConditionalSampler):
         self.feature_names = None if names is None else tuple(str(n) for n in names)
         cat = categorical_columns(categorical, m, self.feature_names, found)
         n_cat = _category_counts(np.asarray(x, np.float64), cat, self.feature_names)
+        n_cat = tuple(max(c, len(self.categories_.get(j, ()))) for j, c in zip(cat, n_cat))  # unused levels too
         latent = integer(latent, "latent", least=1)
         self.hidden = layer_widths(hidden, "hidden")
         n_samples = integer(n_samples, "n_samples", least=1, rule=f"a positive integer ({DEFAULT_SAMPLES} is the default)")
@@ -215,6 +217,7 @@ class Generative(ConditionalSampler):
             "latent": lay.latent, "dtype": str(np.dtype(self.dtype)),
             "feature_names": None if self.feature_names is None else list(self.feature_names),
             "history": self.history_, "validation_loss": self.validation_loss_, "cost": self.cost_,
+            "categories": _saved_categories(self.column_categories),
         }
         arrays = {"x_mean": self.x_mean, "x_scale": self.x_scale, "probe": self.probe}
         arrays.update({f"noise_{k}": v for k, v in self.noise.items()})
@@ -240,6 +243,7 @@ class Generative(ConditionalSampler):
         obj.noise = {k: jnp.asarray(arrays[f"noise_{k}"], dtype) for k in ("z", "numeric", "gumbel")}
         obj.params = {name: network_from_arrays(arrays, len(obj.hidden) + 1, name) for name in NETWORKS}
         obj.history_, obj.validation_loss_, obj.cost_ = config["history"], config["validation_loss"], config["cost"]
+        obj.categories_ = {int(j): tuple(labels) for j, labels in config.get("categories") or []}
         return obj
 
 
@@ -256,6 +260,13 @@ def _noise(key: jax.Array, n: int, layout: Layout, dtype, antithetic: bool = Tru
 
     gumbel = jax.random.gumbel(k_g, (n, len(layout.categorical), c_max), dtype)
     return {"z": normal(k_z, layout.latent), "numeric": normal(k_num, n_num), "gumbel": gumbel}
+
+
+def _saved_categories(categories: dict[int, tuple]) -> list | None:
+    """``[[column, labels], ...]`` for the saved JSON, or ``None`` when a label is not a JSON
+    string, number or bool (the loaded masker then takes codes only in those columns)."""
+    plain = all(isinstance(v, (str, int, float, bool)) for labels in categories.values() for v in labels)
+    return [[j, list(labels)] for j, labels in sorted(categories.items())] if plain else None
 
 
 def _category_counts(x: np.ndarray, columns: tuple[int, ...], names) -> tuple[int, ...]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from typing import Any, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -15,7 +15,7 @@ from .._core._inputs import as_key, as_matrix, check_finite, column_names
 from .._core._validate import choice, integer, number
 from .._platform._threads import single_threaded_blas
 from ._gaussian import DEFAULT_SAMPLES
-from ._mixture_em import fit_mixture
+from ._mixture_em import bayesian_information_criterion, fit_mixture
 from ._sampled import ConditionalSampler
 
 STRICT_RCOND = 0.0
@@ -68,7 +68,11 @@ class GaussianMixture(ConditionalSampler):
       data: ``[N, M]`` rows (array or DataFrame, whose columns name the features); concrete (the
         fit runs when the masker is built; the built masker goes through ``jax.jit`` and
         ``jax.grad`` as any masker).
-      n_components: ``K``, the number of mixture components.
+      n_components: ``K``, the number of mixture components; or several candidates (a sequence
+        such as ``range(1, 7)``), each fitted with the same ``key``, of which the one with the
+        lowest Bayesian information criterion :math:`-2 N \bar\ell + p \log N` is kept
+        (:math:`\bar\ell` the fit's mean log-likelihood, :math:`p = K - 1 + K M + K M (M+1)/2`
+        its free parameters; Schwarz, 1978; Fraley & Raftery, 2002, choose mixtures so).
       key: PRNG key (or int seed) for the initial centres, the strata and the noise; ``None``
         means ``jax.random.key(0)``.
       n_samples: Monte-Carlo draws per coalition value (model evaluations per coalition).
@@ -88,6 +92,7 @@ class GaussianMixture(ConditionalSampler):
       converged: whether EM met ``tol`` within ``max_iter`` iterations (a warning says when not).
       n_iter: EM iterations run.
       history: ``[n_iter]`` mean log-likelihood at each iteration (non-decreasing for EM).
+      bic: ``{K: BIC}`` of every candidate fitted (one entry for a single ``n_components``).
 
     Raises:
       ValueError: for fewer rows than components, NaN/inf in ``data``, non-positive sizes or
@@ -103,7 +108,7 @@ class GaussianMixture(ConditionalSampler):
     def __init__(
         self,
         data: Any,
-        n_components: int,
+        n_components: int | Sequence[int],
         key: Any = None,
         *,
         n_samples: int = DEFAULT_SAMPLES,
@@ -114,7 +119,7 @@ class GaussianMixture(ConditionalSampler):
         categorical: Any = None,
     ):
         _refuse_categorical(data, categorical)
-        k = integer(n_components, "n_components", least=1)
+        candidates = _candidates(n_components)
         n_samples = integer(n_samples, "n_samples", least=1, rule=f"a positive integer ({DEFAULT_SAMPLES} is the default)")
         max_iter = integer(max_iter, "max_iter", least=1)
         tol = number(tol, "tol", above=0.0)
@@ -123,11 +128,12 @@ class GaussianMixture(ConditionalSampler):
         names = column_names(data)
         x = as_matrix(data, "data")
         check_finite(x, "data")
+        k = max(candidates)
         if x.shape[0] < k:
             raise ValueError(f"`data` has {x.shape[0]} row(s); a mixture of n_components={k} needs at least {k}.")
         self.feature_names = None if names is None else tuple(str(n) for n in names)
         key_fit, key_u, key_noise = jax.random.split(as_key(key), 3)
-        fit = _fit64(key_fit, x, k, max_iter, tol, reg_covar, init)
+        fit, self.bic_ = _select(key_fit, x, candidates, max_iter, tol, reg_covar, init)
         dtype = x.dtype
         self.weights = jnp.asarray(fit.weights, dtype)
         self.means = jnp.asarray(fit.means, dtype)
@@ -154,6 +160,12 @@ class GaussianMixture(ConditionalSampler):
         """``[n_iter]`` mean log-likelihood at each EM iteration (``None`` on a copy rebuilt inside a
         JAX transformation: its length varies between fits, so it is not part of the pytree)."""
         return getattr(self, "history_", None)
+
+    @property
+    def bic(self) -> dict[int, float] | None:
+        """``{K: BIC}`` of the candidate numbers of components (``None`` on a copy rebuilt inside a
+        JAX transformation)."""
+        return getattr(self, "bic_", None)
 
     # --- the masker protocol -------------------------------------------------------------------
     @property
@@ -215,6 +227,32 @@ class GaussianMixture(ConditionalSampler):
 
     def __repr__(self) -> str:
         return f"GaussianMixture(features: {self.n_features}, components: {self.n_components}, n_samples: {self.n_samples})"
+
+
+def _candidates(n_components: Any) -> tuple[int, ...]:
+    """The candidate numbers of components, sorted: one positive integer, or a non-empty sequence of them.
+
+    Raises:
+      ValueError: naming ``n_components``.
+    """
+    if isinstance(n_components, (str, bytes)) or not hasattr(n_components, "__iter__"):
+        return (integer(n_components, "n_components", least=1),)
+    rule = "a positive integer or a non-empty sequence of them (candidates chosen by BIC)"
+    found = tuple(sorted({integer(k, "n_components", least=1, rule=rule) for k in n_components}))
+    if not found:
+        raise ValueError(f"`n_components` must be {rule}; got an empty sequence.")
+    return found
+
+
+def _select(key, x, candidates, max_iter, tol, reg_covar, init):
+    """``(fit, {K: BIC})``: the candidates' EM fits from one key, the one with the lowest BIC kept
+    (the fewest components among equals)."""
+    n, m = x.shape
+    fits, bic = {}, {}
+    for k in candidates:
+        fits[k] = _fit64(key, x, k, max_iter, tol, reg_covar, init)
+        bic[k] = bayesian_information_criterion(float(fits[k].log_likelihood), n, k, m)
+    return fits[min(bic, key=bic.get)], bic
 
 
 def _fit64(key, x, k, max_iter, tol, reg_covar, init):

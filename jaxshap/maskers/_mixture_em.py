@@ -16,7 +16,8 @@ The loop is a ``lax.while_loop`` that stops when the mean log-likelihood
 after ``max_iter`` iterations. The first responsibilities are the hard assignment of every row to
 its nearest of ``K`` centres: k-means++ seeding (Arthur & Vassilvitskii, 2007: each next centre a
 row drawn with probability proportional to its squared distance to the nearest centre so far) or
-``K`` distinct rows drawn uniformly.
+``K`` distinct rows drawn uniformly. The number of components can be chosen by the Bayesian
+information criterion (:func:`bayesian_information_criterion`) over several fits.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.scipy.linalg import solve_triangular
 from jax.scipy.special import logsumexp
 
@@ -127,3 +129,15 @@ def fit_mixture(key, x, k: int, max_iter: int, tol, reg_covar, init: str) -> Mix
     converged = jnp.abs(current - previous) < tol
     final, _ = e_step(x, *params)
     return MixtureFit(*params, final, history, it, converged)
+
+
+def n_parameters(k: int, m: int) -> int:
+    """Free parameters of a ``k``-component full-covariance mixture in ``m`` dimensions:
+    ``k - 1`` weights, ``k m`` means and ``k m (m + 1) / 2`` covariance entries."""
+    return (k - 1) + k * m + k * m * (m + 1) // 2
+
+
+def bayesian_information_criterion(mean_log_likelihood: float, n: int, k: int, m: int) -> float:
+    r"""Schwarz's (1978) criterion of a fit to ``n`` rows: :math:`\mathrm{BIC} = -2 n \bar\ell + p \log n`,
+    :math:`\bar\ell` the mean log-likelihood and :math:`p` :func:`n_parameters`; lower is better."""
+    return float(-2.0 * n * mean_log_likelihood + n_parameters(k, m) * np.log(n))
