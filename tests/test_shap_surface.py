@@ -319,7 +319,7 @@ def test_mixed_and_nullable_columns():
     with_na.loc[1, "i"] = pd.NA  # becomes NaN, handed to the model
     got = jaxshap.ExactExplainer(nan_tolerant, BG)(with_na)
     assert np.isfinite(np.asarray(got.values)).all()
-    with pytest.raises(TypeError, match=r"not numbers: 'c' \(category\)"):
+    with pytest.raises(TypeError, match=r"column 'c' is a pandas category column, but the masker knows no categories"):
         ex(frame.assign(c=pd.Categorical(["x"] * 5)).drop(columns="n"))
 
 

@@ -180,7 +180,7 @@ def encode_categories(x: Any, categories: dict[int, tuple], names: Sequence[str]
             if _is_category(dtype):
                 raise TypeError(
                     f"`{name}` column {label} is a pandas category column, but the masker knows no categories for "
-                    "it, so its labels have no codes: build the masker (maskers.Empirical or maskers.Generative) "
+                    "it, so its labels have no codes: build the masker (maskers.Independent, Empirical or Generative) "
                     "from a DataFrame whose column has dtype category, or pass the column as the masker's codes."
                 )
             continue

@@ -53,7 +53,8 @@ from .._core._chunking import chunk_capacity, map_chunks, plan_chunks
 from .._core._inputs import align_columns, as_matrix, check_finite_rows, check_n_features, default_output_names, is_traced
 from .._core._inputs import resolve_feature_names
 from .._core._links import check_link_outputs, link_function, resolve_link
-from .._core._model import model_errors, wrap_model
+from .._core._frame_model import as_frame_model
+from .._core._model import is_host_model, model_errors, wrap_model
 from ._shap_api import SHAP_BACKGROUND_ROWS, ShapAPI, is_rows, precision, warn_large_background
 from ._program import host_or_device
 from ._rows import RowExplainer
@@ -174,7 +175,10 @@ class CoalitionExplainer(ShapAPI, RowExplainer):
         self.memory_budget = check_memory_budget(memory_budget)
         self.n_features = self.masker.n_features
         self._check_n_features(self.n_features)
-        self.model = wrap_model(model, self.masker.n_columns, self.masker.dtype, self.masker.probe_rows)
+        n_columns, probe = self.masker.n_columns, self.masker.probe_rows
+        model = as_frame_model(model, self.masker.column_names, self.masker.column_categories, probe,
+                               lambda: is_host_model(model, n_columns))
+        self.model = wrap_model(model, n_columns, self.masker.dtype, probe)
         with model_errors():
             self.masker.check_model(self.model.fn)
         if self.link != "identity":

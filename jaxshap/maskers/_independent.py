@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._core._categorical import category_codes, frame_categories
 from .._core._inputs import as_matrix, check_finite, column_names, is_traced
 from .._core._validate import integer
 from ._base import Masker
@@ -85,6 +86,11 @@ class Independent(Masker):
       weights: ``[B]`` non-negative weights of the rows (normalised to sum to 1), for a weighted
         summary such as k-means centres weighted by their cluster sizes.
 
+    A DataFrame's pandas ``category`` columns are read as their codes (the background rows swap
+    codes like any other value); explainers then map the labels of such columns in a DataFrame
+    ``X`` to the same codes (:attr:`column_categories`), and a host model fitted on DataFrames is
+    called with the frame rebuilt, labels restored (see :mod:`jaxshap._core._frame_model`).
+
     Raises:
       ValueError: for an empty background, one holding NaN or inf, bad weights or a bad
         ``max_samples``.
@@ -118,6 +124,8 @@ class Independent(Masker):
             )
             data = data.iloc[pick] if hasattr(data, "iloc") else data[pick]
             weights = None if weights is None else weights[pick]
+        self.categories_ = frame_categories(data)  # the labels behind a category column's codes, for X's labels
+        data, _ = category_codes(data)
         data = as_matrix(data, "background")
         if data.shape[0] == 0:
             raise ValueError("`background` is empty; pass at least one background row (100 or more is usual).")
@@ -137,6 +145,11 @@ class Independent(Masker):
     def evals_per_coalition(self) -> int:
         """Model evaluations that one coalition value costs: one per background row."""
         return self.data.shape[0]
+
+    @property
+    def fitted_rows(self) -> jax.Array:
+        """The rows the coalition values average over (see :attr:`Masker.fitted_rows`)."""
+        return self.data
 
     @property
     def probe_rows(self) -> jax.Array:
