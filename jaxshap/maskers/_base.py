@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from typing import Callable
+from typing import Any, Callable
 
 import jax
 
@@ -131,6 +131,14 @@ class Masker(abc.ABC):
     @abc.abstractmethod
     def probe_rows(self) -> jax.Array:
         """A few valid input rows ``[b, M]``, to probe a model's output shape."""
+
+    @property
+    def fitted_rows(self) -> Any:
+        """The data rows ``[N, M]`` the value function keeps and averages over (a background, or
+        an empirical conditional's training rows), or ``None`` for a masker that keeps a fitted
+        model instead. A row of ``X`` among them finds itself there: :func:`jaxshap.msev` warns
+        that its score on such rows is optimistic."""
+        return None
 
     bytes_per_coalition: int = 0
     """Working memory that one coalition value needs besides its model evaluations (a learned

@@ -191,6 +191,11 @@ class Empirical(Masker):
         return self.max_samples
 
     @property
+    def fitted_rows(self) -> jax.Array:
+        """The rows the coalition values average over (see :attr:`Masker.fitted_rows`)."""
+        return self.data
+
+    @property
     def probe_rows(self) -> jax.Array:
         """A few training rows, to probe a model's output shape."""
         return self.data[:16]

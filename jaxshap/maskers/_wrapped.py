@@ -46,6 +46,10 @@ class Wrapped(Masker):
         return self.masker.column_names
 
     @property
+    def fitted_rows(self):
+        return self.masker.fitted_rows
+
+    @property
     def column_categories(self) -> dict[int, tuple]:
         return self.masker.column_categories
 
