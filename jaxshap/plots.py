@@ -7,8 +7,8 @@ as ``shap.plots.bar`` takes them) is converted, everything else is passed throug
 ``jaxshap.plots.bar(expl.cohorts(2).abs.mean(0))`` draw what shap draws. shap (the ``plots``
 extra) must be installed.
 
-:func:`ale` draws an :class:`~jaxshap.ALE` result itself, with matplotlib (also in the ``plots``
-extra).
+:func:`ale` draws an :class:`~jaxshap.ALE` result and :func:`component` one component of a
+:class:`~jaxshap.Decomposition` itself, with matplotlib (also in the ``plots`` extra).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 
 PLOTS = ("bar", "beeswarm", "decision", "force", "heatmap", "scatter", "violin", "waterfall")
 
-__all__ = ["ale", *PLOTS]
+__all__ = ["ale", "component", *PLOTS]
 
 
 def _convert(arg: Any) -> Any:
@@ -118,6 +118,63 @@ def ale(result: Any, ax: Any = None, *, output: int | None = None, band: float =
         ax.axhline(0.0, color="grey", linewidth=0.5)
         ax.set_xlabel(names[0])
         ax.set_ylabel("ALE")
+    if show:
+        plt.show()
+    return ax
+
+
+def component(result: Any, features: Any, ax: Any = None, *, output: int | None = None, show: bool = False) -> Any:
+    """Draw one component ``m_S`` of a :class:`~jaxshap.Decomposition` at the decomposed rows
+    (glex's ``plot_main_effect`` and ``plot_twoway_effects``).
+
+    A main effect (one feature ``j``) is the line through the points ``(x_j, m_j(x))`` in the
+    order of ``x_j``; a pair ``(j, k)`` is the rows at ``(x_j, x_k)`` coloured by ``m_jk(x)``
+    (a diverging scale centred on 0). A set that no tree path uses jointly has no component: it
+    is drawn as zeros.
+
+    Args:
+      result: a :class:`~jaxshap.Decomposition` with its rows (``data``; a grouped one has none).
+      features: one feature or a pair (positions or names).
+      ax: matplotlib axes to draw in (default: a new figure's).
+      output: which output of a multi-output model to draw (required when there are several).
+      show: call ``matplotlib.pyplot.show()`` at the end.
+
+    Returns:
+      The matplotlib axes.
+
+    Raises:
+      ValueError: for more than two features, unknown ones, or a result without rows.
+    """
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError as err:
+        raise ImportError("jaxshap.plots.component draws with matplotlib: install it with `pip install 'jaxshap[plots]'`.") from err
+    items = [features] if isinstance(features, (str, int, np.integer)) else list(features)
+    if not 1 <= len(items) <= 2:
+        raise ValueError(f"`features` names one feature (a main effect) or two (a pair); got {len(items)}.")
+    if result.data is None:
+        raise ValueError("this decomposition has no rows to draw against (a grouped one has none): "
+                         "draw the components of the decomposition before grouping.")
+    positions = [sorted(result._positions(f))[0] for f in items]
+    S = tuple(sorted(positions))
+    values = result.components.get(S)
+    m = np.zeros(result.n_rows) if values is None else _pick_output(values, 1, output)
+    x = np.asarray(result.data, np.float64)
+    names = [result.feature_names[j] for j in positions]
+    if ax is None:
+        _, ax = plt.subplots()
+    if len(positions) == 1:
+        order = np.argsort(x[:, positions[0]], kind="stable")
+        ax.plot(x[order, positions[0]], m[order], marker=".", linewidth=1)
+        ax.axhline(0.0, color="grey", linewidth=0.5)
+        ax.set_xlabel(names[0])
+        ax.set_ylabel(f"m({names[0]})")
+    else:
+        bound = float(np.max(np.abs(m))) or 1.0
+        points = ax.scatter(x[:, positions[0]], x[:, positions[1]], c=m, cmap="RdBu_r", vmin=-bound, vmax=bound, s=12)
+        ax.figure.colorbar(points, ax=ax, label=f"m({names[0]}, {names[1]})")
+        ax.set_xlabel(names[0])
+        ax.set_ylabel(names[1])
     if show:
         plt.show()
     return ax

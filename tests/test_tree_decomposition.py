@@ -364,3 +364,22 @@ def test_group_refuses_bad_groups(fitted):
         dec.group([["nope"], [0, 1, 2, 3, 4]])
     with pytest.raises(ValueError, match="names"):
         dec.group(GROUPS, names=["x", "y"])
+
+
+def test_component_plot_draws_the_component_against_its_features(fitted):
+    mpl = pytest.importorskip("matplotlib")
+    mpl.use("Agg")
+    model, raw, X, bg, rows, ex, dec = fitted("gb_reg")
+    line = jaxshap.plots.component(dec, "Feature 2").lines[0]
+    order = np.argsort(rows[:, 2], kind="stable")
+    np.testing.assert_allclose(line.get_xdata(), rows[order, 2])
+    np.testing.assert_allclose(line.get_ydata(), np.asarray(dec.components[(2,)])[order], rtol=1e-6)
+    pair = next(S for S in dec.components if len(S) == 2)
+    ax = jaxshap.plots.component(dec, [pair[1], pair[0]])  # in the order asked for
+    points = ax.collections[0]
+    np.testing.assert_allclose(points.get_offsets(), rows[:, [pair[1], pair[0]]])
+    np.testing.assert_allclose(points.get_array(), dec.components[pair], rtol=1e-6)
+    with pytest.raises(ValueError, match="one feature .* or two"):
+        jaxshap.plots.component(dec, [0, 1, 2])
+    with pytest.raises(ValueError, match="no rows"):
+        jaxshap.plots.component(dec.group(GROUPS), 0)
