@@ -18,26 +18,21 @@ program (:mod:`._ale_program`).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
 import numpy as np
 
 from .._core._categorical import category_codes
-from .._core._inputs import as_key, check_finite_outputs, is_traced
+from .._core._device_rows import device_rows, to_device
+from .._core._inputs import as_key, check_finite, check_finite_outputs, is_traced
 from .._core._model import wrap_model
 from .._core._validate import DEFAULT_MEMORY_BUDGET, integer
-from ._ale_bins import (
-    bin_index,
-    cell_counts,
-    check_codes,
-    refuse_constant,
-    nearest_filled,
-    quantile_edges,
-    resolve_categorical,
-)
+from ._ale_bins import check_codes, nearest_filled, quantile_edges, refuse_constant, resolve_categorical
+from ._ale_bootstrap import resample_counts, slots
 from ._ale_order import category_order
-from ._ale_program import Layout, ale_program, as_units
+from ._ale_program import Layout, Plan, bootstrap_stderr, categorical_differences, effects
+from ._ale_rows import row_differences
 from ._partial_dependence import check_budget, feature_index, prepare_data, units_per_chunk
 
 
@@ -82,55 +77,87 @@ class ALE:
         return f"ALE(features={list(self.feature_names)}, {kind}, values: {tuple(np.shape(self.values))})"
 
 
-# --- units of each kind (host) ----------------------------------------------------------------
+# --- the rows' differences, by kind ---------------------------------------------------------
 
 
-def numeric_units(column: np.ndarray, n_bins: int, name: str):
-    """One unit per row: its bin's two edges; the row's value sits at its bin's upper edge."""
-    column = np.ascontiguousarray(column)
-    refuse_constant(column, name)
+class Differences(NamedTuple):
+    """One feature's (or pair's) differences, grouped: what the estimate and the bootstrap read.
+
+    Attributes:
+      kind: ``"numeric"``, ``"categorical"`` or ``"pair"``.
+      grid: the edges ``[B + 1]``, the codes in order ``[C]``, or a pair's two edges.
+      shape: the values' shape without the output axis.
+      counts: ``[G]`` rows per group (host).
+      sums: ``[G, Q]`` the groups' sums of differences (device).
+      D: ``[n, Q]`` each row's differences (device).
+      group: ``[n]`` each row's group (device).
+      plan: where groups and segments sit.
+    """
+
+    kind: str
+    grid: Any
+    shape: tuple[int, ...]
+    counts: np.ndarray
+    sums: jax.Array
+    D: jax.Array
+    group: jax.Array
+    plan: Plan
+
+
+def column_edges(host: Any, j: int, n_bins: int, name: str) -> np.ndarray:
+    """A numeric feature's quantile edges, refusing NaN/inf in ``X`` or a constant feature."""
+    column = np.array(host[:, j], copy=True)
+    if not np.isfinite(column).all():
+        check_finite(host, "X")  # names the first NaN or inf of X
     edges = quantile_edges(column, n_bins)
-    b = bin_index(column, edges)
-    corners = np.stack([b, b - 1], axis=1)[:, :, None]
-    counts = np.bincount(b - 1, minlength=edges.size - 1)
-    return edges, dict(row=np.arange(column.size), corners=corners, segment=b - 1, value_index=b,
-                       fill=np.arange(edges.size - 1), tables=(edges,), segment_value=np.arange(1, edges.size)), counts
+    refuse_constant(edges, name)  # the edges run from the minimum to the maximum
+    return edges
 
 
-def categorical_units(X: np.ndarray, j: int, categorical, name: str):
-    r"""Two units per row at most: the step from its category to the next one in the order and the
-    step from the previous one to its own. The step :math:`c_s \to c_{s+1}` averages both
-    categories' rows, :math:`(n_s + n_{s+1})^{-1} \sum [f(c_{s+1}, x_{\setminus j}) - f(c_s, x_{\setminus j})]`,
+def numeric_rows(wrapped, host, rows, item: tuple[int, ...], n_bins: int, names, budget: int) -> Differences:
+    """A numeric feature's or pair's differences: one per row, the bins found in the program."""
+    edges = tuple(column_edges(host, j, n_bins, names[j]) for j in item)
+    shape = tuple(e.size for e in edges)
+    n_groups = int(np.prod([s - 1 for s in shape]))
+    n, m = rows.shape
+    chunk = units_per_chunk(wrapped, n, 2 ** len(item), m, host.dtype.itemsize, budget)
+    d, group, sums, rows_finite, finite = row_differences(wrapped, rows, item, edges, chunk, n_groups)
+    if not bool(rows_finite):
+        check_finite(host, "X")  # a NaN or inf, or finite values whose sum overflowed
+    check_finite_outputs(finite, "`model`", source=" of `X` (moved to a bin edge)", hint=EDGE_ROWS_HINT)
+    counts = np.bincount(np.asarray(group), minlength=n_groups)  # exact, whatever the data's dtype
+    if len(item) == 1:
+        plan = Plan(np.arange(1, shape[0]), np.arange(shape[0] - 1))
+        return Differences("numeric", edges[0], shape, counts, sums, d, group, plan)
+    n_j, n_k = shape[0] - 1, shape[1] - 1
+    upper = np.arange(1, n_j + 1)[:, None] * (n_k + 1) + np.arange(1, n_k + 1)[None, :]  # each cell's upper corner
+    plan = Plan(upper.ravel(), nearest_filled(counts.reshape(n_j, n_k), *edges))
+    return Differences("pair", edges, shape, counts, sums, d, group, plan)
+
+
+def categorical_rows(wrapped, host, j: int, categorical, name: str, budget: int) -> Differences:
+    r"""A categorical feature's differences: each row's step to the next category in the order
+    and from the previous one. The step :math:`c_s \to c_{s+1}` averages both categories' rows,
+    :math:`(n_s + n_{s+1})^{-1} \sum [f(c_{s+1}, x_{\setminus j}) - f(c_s, x_{\setminus j})]`,
     as ALEPlot does; the row's value is its own category's."""
-    column = X[:, j]
+    data = np.asarray(host)
+    check_finite(data, "X")
+    column = data[:, j]
     check_codes(column, name)
     refuse_constant(column, name)
-    order = category_order(X, j, categorical)
+    order = category_order(data, j, categorical)
     sorter = np.argsort(order)
     position = sorter[np.searchsorted(order, column, sorter=sorter)]
     up, down = np.flatnonzero(position < order.size - 1), np.flatnonzero(position > 0)
-    row = np.concatenate([up, down])
-    lo = np.concatenate([position[up], position[down] - 1])
-    corners = np.stack([lo + 1, lo], axis=1)[:, :, None]
+    units = {k: jax.numpy.asarray(np.asarray(v, np.int32)) for k, v in (("up", up), ("down", down), ("position", position))}
+    units["order"] = jax.numpy.asarray(order)
+    chunk = units_per_chunk(wrapped, up.size + down.size, 2, data.shape[1], data.dtype.itemsize, budget)
+    D, sums, finite = categorical_differences(wrapped, jax.numpy.asarray(data), j, units, chunk, order.size)
+    check_finite_outputs(finite, "`model`", row_ids=np.concatenate([up, down]),
+                         source=" of `X` (moved to a neighbouring category)", hint=EDGE_ROWS_HINT)
     counts = np.bincount(position, minlength=order.size)
-    return order, dict(row=row, corners=corners, segment=lo, value_index=position,
-                       fill=np.arange(order.size - 1), tables=(order,), segment_value=np.zeros(order.size - 1)), counts
-
-
-def pair_units(X: np.ndarray, pair: tuple[int, int], n_bins: int, names: Sequence[str]):
-    """One unit per row: the four corners of its cell; the row's value sits at the cell's upper corner."""
-    cols = [np.ascontiguousarray(X[:, j]) for j in pair]
-    for c, j in zip(cols, pair):
-        refuse_constant(c, names[j])
-    edges = [quantile_edges(c, n_bins) for c in cols]
-    bj, bk = (bin_index(c, e) for c, e in zip(cols, edges))
-    nj, nk = edges[0].size - 1, edges[1].size - 1
-    corners = np.stack([np.stack(p, axis=1) for p in ((bj, bk), (bj - 1, bk), (bj, bk - 1), (bj - 1, bk - 1))], axis=1)
-    counts = cell_counts(bj, bk, nj, nk)
-    upper = np.arange(1, nj + 1)[:, None] * (nk + 1) + np.arange(1, nk + 1)[None, :]  # each cell's upper corner
-    return tuple(edges), dict(row=np.arange(bj.size), corners=corners, segment=(bj - 1) * nk + (bk - 1),
-                              value_index=bj * (nk + 1) + bk, fill=nearest_filled(counts, *edges),
-                              tables=tuple(edges), segment_value=upper.ravel()), counts
+    plan = Plan(np.arange(order.size), np.arange(order.size - 1))
+    return Differences("categorical", order, (order.size,), counts, sums, D, units["position"], plan)
 
 
 # --- arguments ------------------------------------------------------------------------------
@@ -257,22 +284,47 @@ def accumulated_local_effects(
         raise TypeError("`X` is traced: accumulated local effects bin the concrete rows on the host; call "
                         "accumulated_local_effects outside jax.jit / jax.grad (the model may still be a JAX function).")
     X, found = category_codes(X)
-    X, names = prepare_data(X, feature_names)
+    host, names = prepare_data(X, feature_names, on_host=True)  # NaN/inf: checked where the rows are read
     n_bins = integer(n_bins, "n_bins", least=1, rule="a positive integer number of bins")
     n_bootstrap = check_bootstrap(n_bootstrap)
     budget = check_budget(memory_budget)
     items, several = feature_items(features, names)
     cats = resolve_categorical(categorical, found, lambda v: feature_index(v, names, "categorical"))
     key = as_key(key)
-    wrapped = wrap_model(model, X.shape[1], X.dtype, X[:2])
-    host = np.asarray(X)
-    results = tuple(_one(wrapped, X, host, item, n_bins, n_bootstrap, cats, names, budget, key) for item in items)
+    wrapped = wrap_model(model, host.shape[1], host.dtype, host[:2])
+    rows = []  # the data on the device, aliased (not copied) where the backend allows, made once
+
+    def on_device():
+        if not rows:
+            rows.append(device_rows(host))
+        return rows[0]
+
+    results = tuple(_one(wrapped, host, on_device, item, n_bins, n_bootstrap, cats, names, budget, key) for item in items)
     return results if several else results[0]
 
 
-def _one(wrapped, X, host, item, n_bins, n_bootstrap, cats, names, budget, key) -> ALE:
-    """The ALE of one feature or pair: units on the host, then the compiled program."""
-    is_categorical = len(item) == 1 and item[0] in cats
+def _one(wrapped, host, on_device, item, n_bins, n_bootstrap, cats, names, budget, key) -> ALE:
+    """The ALE of one feature or pair: its rows' differences, then the estimate and the bootstrap."""
+    diff = differences(wrapped, host, on_device, item, n_bins, cats, names, budget)
+    layout = Layout(diff.kind, diff.shape, n_bootstrap)
+    values, fallback = effects(diff.counts.astype(np.float64), np.asarray(diff.sums, np.float64), diff.plan, layout,
+                               xp=np)  # small: on the host, in float64
+    stderr = None
+    if n_bootstrap:
+        stderr = bootstrap_stderr(*bootstrap_inputs(diff, fallback, key, n_bootstrap), diff.plan, layout)
+    values = jax.numpy.asarray(values, diff.D.dtype)
+    if wrapped.single_output:
+        values = values[..., 0]
+        stderr = None if stderr is None else stderr[..., 0]
+    pair = diff.kind == "pair"
+    grid = tuple(jax.numpy.asarray(g) for g in diff.grid) if pair else jax.numpy.asarray(diff.grid)
+    counts = diff.counts.reshape(diff.shape[0] - 1, diff.shape[1] - 1) if pair else diff.counts
+    return ALE(grid, values, stderr, jax.numpy.asarray(counts), item, [names[j] for j in item],
+               diff.kind == "categorical")
+
+
+def differences(wrapped, host, on_device, item, n_bins, cats, names, budget) -> Differences:
+    """The grouped differences of one feature or pair, of the kind it is."""
     if len(item) == 2:
         bad = [names[j] for j in item if j in cats]
         if bad:
@@ -280,24 +332,19 @@ def _one(wrapped, X, host, item, n_bins, n_bootstrap, cats, names, budget, key) 
                 f"`features`: second-order ALE needs two numeric features, and {bad} is listed as categorical "
                 "(in `categorical` or as a pandas category column); study categorical features one at a time."
             )
-        grid, spec, counts = pair_units(host, item, n_bins, names)
-        kind, shape = "pair", (grid[0].size, grid[1].size)
-    elif is_categorical:
-        grid, spec, counts = categorical_units(host, item[0], cats, names[item[0]])
-        kind, shape = "first", (grid.size,)
-    else:
-        grid, spec, counts = numeric_units(host[:, item[0]], n_bins, names[item[0]])
-        kind, shape = "first", (grid.size,)
-    units = as_units(**spec)
-    n_corners = units.corners.shape[1]
-    chunk = units_per_chunk(wrapped, int(units.row.shape[0]), n_corners, X.shape[1], X.dtype.itemsize, budget)
-    layout = Layout(kind, int(np.prod([s - 1 for s in shape])) if kind == "pair" else shape[0] - 1, shape,
-                    chunk, n_bootstrap, rows_are_units=not is_categorical)
-    values, stderr, finite = ale_program(wrapped, X, item, units, layout, key)
-    check_finite_outputs(finite, "`model`", row_ids=np.asarray(spec["row"]), source=" of `X` (moved to a bin edge)",
-                         hint=EDGE_ROWS_HINT)
-    if wrapped.single_output:
-        values = values[..., 0]
-        stderr = None if stderr is None else stderr[..., 0]
-    grid = tuple(jax.numpy.asarray(g) for g in grid) if kind == "pair" else jax.numpy.asarray(grid)
-    return ALE(grid, values, stderr, jax.numpy.asarray(counts), item, [names[j] for j in item], is_categorical)
+    if len(item) == 1 and item[0] in cats:
+        return categorical_rows(wrapped, host, item[0], cats, names[item[0]], budget)
+    return numeric_rows(wrapped, host, on_device(), item, n_bins, names, budget)
+
+
+def bootstrap_inputs(diff: Differences, fallback: tuple, key, n_bootstrap: int) -> tuple:
+    """The arguments of :func:`._ale_program.bootstrap_stderr` before the plan and layout: the rows
+    sorted by group (on the host: a radix sort of small group ids), each resample's group counts,
+    the groups' draw slots, and the full sample's means and fallbacks."""
+    counts = diff.counts
+    small = np.uint8 if counts.size <= 2**8 else (np.uint16 if counts.size <= 2**16 else np.int32)
+    order = np.argsort(np.asarray(diff.group).astype(small), kind="stable")
+    mean = np.asarray(diff.sums, np.float64) / np.maximum(counts, 1)[:, None]
+    held = tuple(jax.numpy.asarray(a, diff.D.dtype) for a in (mean, *fallback))
+    return (key, diff.D, diff.group, to_device(order.astype(np.int32)), resample_counts(key, counts, n_bootstrap),
+            slots(counts), held)

@@ -1,0 +1,159 @@
+r"""The nonparametric bootstrap of accumulated local effects, drawn group by group.
+
+The estimate depends on the rows only through sums over *groups* of rows (a numeric feature's
+bins, a pair's cells, a categorical feature's categories): each group's number of rows and the
+sum of its rows' differences. A resample of the ``n`` rows with replacement (Efron's bootstrap)
+has the same law as
+
+1. the groups' counts :math:`c \sim \mathrm{Multinomial}(n, (n_1, \dots, n_G) / n)`, then
+2. :math:`c_g` draws with replacement, uniform over the :math:`n_g` rows of group :math:`g`,
+
+since a draw's group has probability :math:`n_g / n` and, given its group, the draw is uniform
+within it. Step 1 draws on the host (NumPy's multinomial, exact, in float64, seeded by the key's
+words). Step 2 runs in the program with the rows sorted by group once: group :math:`g` owns
+a fixed run of *slots*, :math:`r_g = n_g + \lceil 4 \sqrt{n_g} \rceil` of them (its count's mean
+plus four standard deviations, at most), each slot draws one row of its group, and the group's
+sum is read off a prefix sum over its first :math:`c_g` slots: no scatter over the rows, and
+nothing per slot depends on the resample. A row is drawn by Lemire's method: with a 32-bit word
+:math:`u` from Threefry-2x32 (the generator of :mod:`jax.random`, keyed per replicate by
+:func:`jax.random.fold_in`), :math:`\lfloor u n_g / 2^{32} \rfloor`, rejected when
+:math:`u n_g \bmod 2^{32} < 2^{32} \bmod n_g`, which makes it exactly uniform. What a group
+still lacks (rejections, rarely a count above its slots) is drawn in rounds of
+:data:`EXTRA` further draws until every group has its :math:`c_g`. The values drawn are centred
+by their group's mean, so the prefix sums stay small and their differences exact to rounding.
+
+Lemire, "Fast random integer generation in an interval", ACM TOMACS 29(1), 2019.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.extend.random import threefry_2x32
+
+from .._core._device_rows import to_device
+
+ROOM_SIGMAS = 4
+"""Slots per group beyond its size, in (an upper bound of) standard deviations of its count."""
+
+PAD = 1024
+"""The slots are padded to a multiple of this (the largest block of the prefix sums)."""
+
+EXTRA = 1024
+"""Draws per round for what the slots did not give (rejections, counts above a group's slots)."""
+
+
+class Slots(NamedTuple):
+    """Where each group's draws go.
+
+    Attributes:
+      table: ``[T, 3]`` uint32 per slot: its group's size, first row (in the rows sorted by group)
+        and Lemire's rejection bound ``2^32 mod size``.
+      group: ``[G, 3]`` the same per group.
+      first: ``[G]`` each group's first slot.
+      room: ``[G]`` each group's number of slots.
+    """
+
+    table: jax.Array
+    group: jax.Array
+    first: jax.Array
+    room: jax.Array
+
+
+def slots(sizes: np.ndarray) -> Slots:
+    """The slots of groups of ``sizes`` rows (host arrays; the table goes to the device once)."""
+    sizes = np.asarray(sizes, np.int64)
+    room = np.where(sizes > 0, sizes + np.ceil(ROOM_SIGMAS * np.sqrt(sizes)).astype(np.int64), 0)
+    size = np.maximum(sizes, 1)
+    per_group = np.stack([size, np.cumsum(sizes) - sizes, (2**32 - size) % size], axis=1).astype(np.uint32)
+    total = -(-int(room.sum()) // PAD) * PAD
+    tail = total - int(room.sum())
+    table = np.repeat(np.concatenate([per_group, per_group[-1:]]), np.append(room, tail), axis=0)
+    first = np.cumsum(room) - room
+    return Slots(to_device(table), jnp.asarray(per_group), jnp.asarray(first.astype(np.int32)),
+                 jnp.asarray(room.astype(np.int32)))
+
+
+def resample_counts(key: jax.Array, sizes: np.ndarray, n_replicates: int) -> np.ndarray:
+    """``[B, G]`` the groups' counts in ``B`` resamples of the ``n = sum(sizes)`` rows (step 1),
+    from NumPy's generator seeded with the key's words."""
+    words = jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key
+    n = int(sizes.sum())
+    rng = np.random.default_rng(np.asarray(words, np.uint32).ravel())
+    return rng.multinomial(n, sizes / n, size=n_replicates).astype(np.int32)
+
+
+def replicate_seed(key: jax.Array, b: jax.Array) -> jax.Array:
+    """``[2]`` the Threefry key of replicate ``b`` (step 2)."""
+    return jax.random.bits(jax.random.fold_in(key, b), (2,), jnp.uint32)
+
+
+def _mul_hi(a: jax.Array, b: jax.Array) -> jax.Array:
+    """The high 32 bits of the 64-bit product of two uint32 arrays, in 16-bit halves."""
+    al, ah, bl, bh = a & 0xFFFF, a >> 16, b & 0xFFFF, b >> 16
+    ll, lh, hl, hh = al * bl, al * bh, ah * bl, ah * bh
+    carry = ((ll >> 16) + (lh & 0xFFFF) + (hl & 0xFFFF)) >> 16
+    return hh + (lh >> 16) + (hl >> 16) + carry
+
+
+def lemire(word: jax.Array, size: jax.Array, bound: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``(floor(word size / 2^32), accepted)`` for uint32 arrays: accepted draws are exactly
+    uniform on ``[0, size)`` (``bound = 2^32 mod size``)."""
+    return _mul_hi(word, size), word * size >= bound
+
+
+def _prefix_at(values: jax.Array, at: jax.Array, block: int) -> jax.Array:
+    """``[len(at), Q]``: the sums of ``values[:x]`` for each ``x`` in ``at`` (``values`` in whole blocks)."""
+    blocks = values.reshape(-1, block, values.shape[-1])
+    before = jnp.concatenate([jnp.zeros_like(blocks[:1, 0]), jnp.cumsum(blocks.sum(axis=1), axis=0)])
+    b = jnp.minimum(at // block, blocks.shape[0] - 1)
+    inside = jnp.arange(block)[None, :] < (at - b * block)[:, None]
+    return before[b] + jnp.sum(jnp.where(inside[..., None], blocks[b], 0), axis=1)
+
+
+def _prefix_block(n_slots: int, n_groups: int) -> int:
+    """A block size for :func:`_prefix_at`: near the square root of the slots per boundary, so
+    summing the blocks and reading one block per boundary cost about the same."""
+    target = max(n_slots / (2 * n_groups), 1.0) ** 0.5
+    return int(min(PAD, max(8, 2 ** round(np.log2(target)))))
+
+
+def _draw(seed, counter, size, bound, start, values):
+    """Draws at ``counter`` (uint32 [T]): the values drawn (0 where rejected) and the acceptances."""
+    pick, accepted = lemire(threefry_2x32(seed, counter), size, bound)
+    drawn = values[jnp.minimum(start + pick.astype(jnp.int32), values.shape[0] - 1)]
+    return jnp.where(accepted[:, None], drawn, 0), accepted
+
+
+def group_draw_sums(seed: jax.Array, counts: jax.Array, slot: Slots, values: jax.Array) -> jax.Array:
+    """``[G, Q]``: for each group, the sum of ``values`` over ``counts[g]`` rows drawn uniformly with
+    replacement among its rows (``values [n, Q]`` sorted by group, as :func:`slots` was given)
+    (step 2)."""
+    n_slots, n_groups = slot.table.shape[0], slot.first.shape[0]
+    size, start, bound = slot.table[:, 0], slot.table[:, 1].astype(jnp.int32), slot.table[:, 2]
+    drawn, accepted = _draw(seed, jnp.arange(n_slots, dtype=jnp.uint32), size, bound, start, values)
+    used = jnp.minimum(counts, slot.room)
+    at = jnp.concatenate([slot.first, slot.first + used])
+    block = _prefix_block(n_slots, n_groups)
+    sums = _prefix_at(drawn, at, block)
+    got = _prefix_at(accepted.astype(jnp.int32)[:, None], at, block)[:, 0]
+    sums, got = sums[n_groups:] - sums[:n_groups], got[n_groups:] - got[:n_groups]
+
+    def more(state):  # one round of EXTRA draws for what the groups still lack
+        r, sums, need = state
+        position = jnp.arange(EXTRA)
+        ends = jnp.cumsum(need)
+        g = jnp.minimum(jnp.sum(position[:, None] >= ends[None, :], axis=1), n_groups - 1)
+        size, start, bound = slot.group[g, 0], slot.group[g, 1].astype(jnp.int32), slot.group[g, 2]
+        counter = (n_slots + r * EXTRA + position).astype(jnp.uint32)
+        drawn, accepted = _draw(seed, counter, size, bound, start, values)
+        accepted = accepted & (position < ends[-1])
+        both = jnp.where(accepted[:, None], jnp.concatenate([drawn, jnp.ones_like(drawn[:, :1])], axis=1), 0)
+        both = jax.ops.segment_sum(both, g, n_groups)  # a round's counts are below 2^24: exact in floats
+        return r + 1, sums + both[:, :-1], need - both[:, -1].astype(need.dtype)
+
+    _, sums, _ = jax.lax.while_loop(lambda state: jnp.any(state[2] > 0), more, (0, sums, counts - got))
+    return sums
