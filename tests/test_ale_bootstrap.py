@@ -131,3 +131,14 @@ def test_stderr_reproducible_from_the_key_and_sensitive_to_it():
     assert not np.array_equal(np.asarray(a.stderr), np.asarray(c.stderr))
     legacy = jaxshap.accumulated_local_effects(mlp_jax, X, (0, 1), n_bins=4, n_bootstrap=30, key=jax.random.PRNGKey(2))
     assert np.all(np.isfinite(np.asarray(legacy.stderr)))
+
+
+def test_threefry_written_out_gives_jax_words():
+    from jax.extend.random import threefry_2x32
+
+    from jaxshap._core._threefry import threefry_words
+
+    for key, n in (([0, 0], 2), ([0x12345678, 0x9ABCDEF0], 1000), ([7, 2**32 - 1], 2**16)):
+        key = jnp.asarray(key, jnp.uint32)
+        count = jnp.arange(n, dtype=jnp.uint32) * jnp.uint32(2654435761)  # spread over the counters' range
+        np.testing.assert_array_equal(np.asarray(jax.jit(threefry_words)(key, count)), np.asarray(threefry_2x32(key, count)))

@@ -9,72 +9,78 @@ has the same law as
 2. :math:`c_g` draws with replacement, uniform over the :math:`n_g` rows of group :math:`g`,
 
 since a draw's group has probability :math:`n_g / n` and, given its group, the draw is uniform
-within it. Step 1 draws on the host (NumPy's multinomial, exact, in float64, seeded by the key's
-words). Step 2 runs in the program with the rows sorted by group once: group :math:`g` owns
-a fixed run of *slots*, :math:`r_g = n_g + \lceil 4 \sqrt{n_g} \rceil` of them (its count's mean
-plus four standard deviations, at most), each slot draws one row of its group, and the group's
-sum is read off a prefix sum over its first :math:`c_g` slots: no scatter over the rows, and
-nothing per slot depends on the resample. A row is drawn by Lemire's method: with a 32-bit word
-:math:`u` from Threefry-2x32 (the generator of :mod:`jax.random`, keyed per replicate by
-:func:`jax.random.fold_in`), :math:`\lfloor u n_g / 2^{32} \rfloor`, rejected when
+within it. Step 1 draws on the host (NumPy's multinomial, exact, in float64, seeded by the
+key's words). Step 2 runs in the program with the rows sorted by group once: group :math:`g` owns
+a fixed run of *slots*, :math:`r_g = n_g + \lceil 4 \sqrt{n_g} \rceil` of them (its count's
+mean plus four standard deviations, at most), each slot draws one row of its group, and the
+group's sum is read off a prefix sum over its first :math:`c_g` slots: no scatter over the rows,
+and nothing per slot depends on the resample. A row is drawn by Lemire's method: with a 32-bit
+word :math:`u` from Threefry-2x32 (the generator of :mod:`jax.random`, written out so that it
+fuses with the draws: :mod:`jaxshap._core._threefry`), keyed per replicate by
+:func:`jax.random.fold_in`, the draw is :math:`\lfloor u n_g / 2^{32} \rfloor`, rejected when
 :math:`u n_g \bmod 2^{32} < 2^{32} \bmod n_g`, which makes it exactly uniform. What a group
-still lacks (rejections, rarely a count above its slots) is drawn in rounds of
-:data:`EXTRA` further draws until every group has its :math:`c_g`. The values drawn are centred
-by their group's mean, so the prefix sums stay small and their differences exact to rounding.
+still lacks (rejections, rarely a count above its slots) is drawn in rounds of :data:`EXTRA`
+further draws until every group has its :math:`c_g`. The values drawn are centred by their
+group's mean, so the prefix sums stay small and their differences exact to rounding.
 
 Lemire, "Fast random integer generation in an interval", ACM TOMACS 29(1), 2019.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.extend.random import threefry_2x32
-
-from .._core._device_rows import to_device
+from .._core._threefry import threefry_words
 
 ROOM_SIGMAS = 4
 """Slots per group beyond its size, in (an upper bound of) standard deviations of its count."""
-
-PAD = 1024
-"""The slots are padded to a multiple of this (the largest block of the prefix sums)."""
 
 EXTRA = 1024
 """Draws per round for what the slots did not give (rejections, counts above a group's slots)."""
 
 
-class Slots(NamedTuple):
-    """Where each group's draws go.
+@jax.tree_util.register_pytree_node_class
+class Slots:
+    """Where each group's draws go: runs of whole blocks of slots, one run per group.
 
     Attributes:
-      table: ``[T, 3]`` uint32 per slot: its group's size, first row (in the rows sorted by group)
-        and Lemire's rejection bound ``2^32 mod size``.
+      table: ``[blocks, 3]`` uint32 per block of slots: its group's size, first row (in the rows
+        sorted by group) and Lemire's rejection bound ``2^32 mod size``.
       group: ``[G, 3]`` the same per group.
       first: ``[G]`` each group's first slot.
-      room: ``[G]`` each group's number of slots.
+      room: ``[G]`` each group's number of slots (whole blocks).
+      block: slots per block (static).
     """
 
-    table: jax.Array
-    group: jax.Array
-    first: jax.Array
-    room: jax.Array
+    def __init__(self, table, group, first, room, block: int):
+        self.table, self.group, self.first, self.room, self.block = table, group, first, room, int(block)
+
+    def tree_flatten(self):
+        return (self.table, self.group, self.first, self.room), self.block
+
+    @classmethod
+    def tree_unflatten(cls, block, children):
+        return cls(*children, block)
 
 
 def slots(sizes: np.ndarray) -> Slots:
-    """The slots of groups of ``sizes`` rows (host arrays; the table goes to the device once)."""
+    """The slots of groups of ``sizes`` rows (host arrays, small).
+
+    A block holds a power of two of slots, at most 1024 and about ``n / (8 G)``, so that rounding
+    each group's slots up to whole blocks adds at most an eighth; a slot's group, size and bound
+    are then its block's, broadcast, and nothing per slot is read from memory.
+    """
     sizes = np.asarray(sizes, np.int64)
+    block = int(2 ** np.clip(np.floor(np.log2(max(sizes.sum() / (8 * sizes.size), 1))), 3, 10))
     room = np.where(sizes > 0, sizes + np.ceil(ROOM_SIGMAS * np.sqrt(sizes)).astype(np.int64), 0)
+    room = -(-room // block) * block
     size = np.maximum(sizes, 1)
     per_group = np.stack([size, np.cumsum(sizes) - sizes, (2**32 - size) % size], axis=1).astype(np.uint32)
-    total = -(-int(room.sum()) // PAD) * PAD
-    tail = total - int(room.sum())
-    table = np.repeat(np.concatenate([per_group, per_group[-1:]]), np.append(room, tail), axis=0)
+    table = np.repeat(per_group, room // block, axis=0)
     first = np.cumsum(room) - room
-    return Slots(to_device(table), jnp.asarray(per_group), jnp.asarray(first.astype(np.int32)),
-                 jnp.asarray(room.astype(np.int32)))
+    return Slots(jnp.asarray(table), jnp.asarray(per_group), jnp.asarray(first.astype(np.int32)),
+                 jnp.asarray(room.astype(np.int32)), block)
 
 
 def resample_counts(key: jax.Array, sizes: np.ndarray, n_replicates: int) -> np.ndarray:
@@ -114,16 +120,9 @@ def _prefix_at(values: jax.Array, at: jax.Array, block: int) -> jax.Array:
     return before[b] + jnp.sum(jnp.where(inside[..., None], blocks[b], 0), axis=1)
 
 
-def _prefix_block(n_slots: int, n_groups: int) -> int:
-    """A block size for :func:`_prefix_at`: near the square root of the slots per boundary, so
-    summing the blocks and reading one block per boundary cost about the same."""
-    target = max(n_slots / (2 * n_groups), 1.0) ** 0.5
-    return int(min(PAD, max(8, 2 ** round(np.log2(target)))))
-
-
 def _draw(seed, counter, size, bound, start, values):
     """Draws at ``counter`` (uint32 [T]): the values drawn (0 where rejected) and the acceptances."""
-    pick, accepted = lemire(threefry_2x32(seed, counter), size, bound)
+    pick, accepted = lemire(threefry_words(seed, counter), size, bound)
     drawn = values[jnp.minimum(start + pick.astype(jnp.int32), values.shape[0] - 1)]
     return jnp.where(accepted[:, None], drawn, 0), accepted
 
@@ -132,14 +131,17 @@ def group_draw_sums(seed: jax.Array, counts: jax.Array, slot: Slots, values: jax
     """``[G, Q]``: for each group, the sum of ``values`` over ``counts[g]`` rows drawn uniformly with
     replacement among its rows (``values [n, Q]`` sorted by group, as :func:`slots` was given)
     (step 2)."""
-    n_slots, n_groups = slot.table.shape[0], slot.first.shape[0]
-    size, start, bound = slot.table[:, 0], slot.table[:, 1].astype(jnp.int32), slot.table[:, 2]
-    drawn, accepted = _draw(seed, jnp.arange(n_slots, dtype=jnp.uint32), size, bound, start, values)
+    n_blocks, n_groups, block = slot.table.shape[0], slot.first.shape[0], slot.block
+    n_slots = n_blocks * block
+    size, start, bound = (slot.table[:, k : k + 1] for k in range(3))  # [blocks, 1]: one group per block
+    counter = jnp.arange(n_slots, dtype=jnp.uint32)
+    pick, accepted = lemire(threefry_words(seed, counter).reshape(n_blocks, block), size, bound)
+    drawn = values[jnp.minimum(start.astype(jnp.int32) + pick.astype(jnp.int32), values.shape[0] - 1)]
+    drawn = jnp.where(accepted[..., None], drawn, 0).reshape(n_slots, -1)
     used = jnp.minimum(counts, slot.room)
     at = jnp.concatenate([slot.first, slot.first + used])
-    block = _prefix_block(n_slots, n_groups)
     sums = _prefix_at(drawn, at, block)
-    got = _prefix_at(accepted.astype(jnp.int32)[:, None], at, block)[:, 0]
+    got = _prefix_at(accepted.astype(jnp.int32).reshape(n_slots, 1), at, block)[:, 0]
     sums, got = sums[n_groups:] - sums[:n_groups], got[n_groups:] - got[:n_groups]
 
     def more(state):  # one round of EXTRA draws for what the groups still lack
