@@ -11,9 +11,11 @@ moves each row across the bin it lies in, and accumulates the mean local differe
         \big[f(z_{k'}, x^{(i)}_{\setminus j}) - f(z_{k'-1}, x^{(i)}_{\setminus j})\big],
 
 centred by the mean over the rows of the value at each row's bin's upper edge (eqs. 15-16).
-Bins, category orders and empty cells are settled on the host (:mod:`._ale_bins`,
-:mod:`._ale_order`); the model evaluations, the accumulation and the bootstrap are one compiled
-program (:mod:`._ale_program`).
+Quantile edges, category orders and empty cells are settled on the host (:mod:`._ale_bins`,
+:mod:`._ale_order`); the rows' bins and the model's differences come from one compiled program
+that reads the data in place (:mod:`._ale_rows`), the estimate from the groups' sums on the
+host, and the bootstrap from a second program that reuses the differences
+(:mod:`._ale_program`, :mod:`._ale_bootstrap`).
 """
 
 from __future__ import annotations
@@ -252,11 +254,12 @@ def accumulated_local_effects(
     rows of ``X`` with replacement (drawn with ``key``) of the whole estimate, centring included,
     with the bins, category order and grid held fixed; the model is not evaluated again (each
     row's differences do not change). A bin or cell that a resample leaves empty takes the full
-    sample's mean. A model that does not depend on the feature gets 0.
+    sample's mean. A model that does not depend on the feature gets 0. A resample is drawn as
+    its law factors: multinomial counts of rows per bin (cell, category), then uniform draws
+    within each (exactly, by Lemire's rejection), which is a resample of the rows.
 
     The model is evaluated twice per row (four times for a pair; at most four for a categorical
-    feature), in chunks under ``memory_budget``, in one compiled program with the accumulation
-    and the bootstrap.
+    feature), in chunks under ``memory_budget``; the bootstrap reuses those differences.
 
     Args:
       model: callable ``[n, M] -> [n]`` or ``[n, K]``; JAX-traceable or a plain NumPy callable.
