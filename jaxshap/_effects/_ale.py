@@ -112,7 +112,7 @@ def column_edges(host: Any, j: int, n_bins: int, name: str) -> np.ndarray:
     column = np.array(host[:, j], copy=True)
     if not np.isfinite(column).all():
         check_finite(host, "X")  # names the first NaN or inf of X
-    edges = quantile_edges(column, n_bins)
+    edges = quantile_edges(column, n_bins, in_place=True)  # the copy is ours to reorder
     refuse_constant(edges, name)  # the edges run from the minimum to the maximum
     return edges
 

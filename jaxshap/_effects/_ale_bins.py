@@ -13,7 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 
 
-def quantile_edges(column: np.ndarray, n_bins: int) -> np.ndarray:
+def quantile_edges(column: np.ndarray, n_bins: int, *, in_place: bool = False) -> np.ndarray:
     r"""Bin edges of one numeric feature: the ``n_bins + 1`` sample quantiles at ``0, 1/n_bins, ..., 1``.
 
     The quantile at ``p`` is the inverse of the empirical distribution function (R's
@@ -22,23 +22,25 @@ def quantile_edges(column: np.ndarray, n_bins: int) -> np.ndarray:
     (so no rounding of ``k / n_bins`` moves an edge). Every edge is a data value, the first is the
     minimum and the last the maximum. Repeated quantiles (a feature with ties or few distinct
     values) collapse into one edge, so fewer than ``n_bins`` bins may remain; since each edge is a
-    data value and bins are closed on their upper edge, none is empty. ``column`` is not changed.
+    data value and bins are closed on their upper edge, none is empty. ``column`` is reordered
+    with ``in_place`` (a contiguous array the caller owns), else left as it is.
     """
     n = column.size
     rank = np.maximum(1, -(-n * np.arange(n_bins + 1, dtype=np.int64) // n_bins)) - 1
-    return np.unique(order_statistics(column, np.unique(rank)))
+    return np.unique(order_statistics(column, np.unique(rank), in_place=in_place))
 
 
-def order_statistics(values: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+def order_statistics(values: np.ndarray, ranks: np.ndarray, *, in_place: bool = False) -> np.ndarray:
     """The order statistics of ``values`` at the increasing 0-based ``ranks``: exactly what
     ``np.sort(values)[ranks]`` gives, without sorting.
 
-    A copy is partitioned in place around the middle rank, then each side around its own middle
-    rank, and so on: ``O(n log k)`` for ``k`` ranks, against a sort's ``O(n log n)`` (NumPy's own
-    partition at several ranks at once is slower than a sort). Each partition leaves the
-    subarray's ranks in it, so the ranks on either side are found within it.
+    A copy (or ``values`` itself, with ``in_place``) is partitioned in place around the middle
+    rank, then each side around its own middle rank, and so on: ``O(n log k)`` for ``k`` ranks,
+    against a sort's ``O(n log n)`` (NumPy's own partition at several ranks at once is slower
+    than a sort). Each partition leaves the subarray's ranks in it, so the ranks on either side
+    are found within it.
     """
-    work = np.array(values, copy=True)
+    work = values if in_place else np.array(values, copy=True)
     pending = [(0, work.size, 0, len(ranks))]
     while pending:
         lo, hi, first, last = pending.pop()
