@@ -48,7 +48,7 @@ def replicates(X, item, n_bins, n_boot, seed, categorical=frozenset()):
     diff = _ale.differences(wrapped, X, lambda: device_rows(X), item, n_bins, categorical, names,
                             DEFAULT_MEMORY_BUDGET)
     layout = Layout(diff.kind, diff.shape, n_boot)
-    _, fallback = effects(diff.counts.astype(np.float64), np.asarray(diff.sums, np.float64), diff.plan, layout, xp=np)
+    _, fallback = effects(diff.counts.astype(np.float64), diff.sums, diff.plan, layout, xp=np)
     inputs = _ale.bootstrap_inputs(diff, fallback, jax.random.key(seed), n_boot)
     return np.asarray(bootstrap_replicates(*inputs, diff.plan, layout), np.float64)[..., 0]
 

@@ -91,7 +91,7 @@ class Differences(NamedTuple):
       grid: the edges ``[B + 1]``, the codes in order ``[C]``, or a pair's two edges.
       shape: the values' shape without the output axis.
       counts: ``[G]`` rows per group (host).
-      sums: ``[G, Q]`` the groups' sums of differences (device).
+      sums: ``[G, Q]`` the groups' sums of differences (host, float64).
       D: ``[n, Q]`` each row's differences (device).
       group: ``[n]`` each row's group (device).
       plan: where groups and segments sit.
@@ -101,10 +101,18 @@ class Differences(NamedTuple):
     grid: Any
     shape: tuple[int, ...]
     counts: np.ndarray
-    sums: jax.Array
+    sums: np.ndarray
     D: jax.Array
     group: jax.Array
     plan: Plan
+
+
+def group_sums(group: Any, D: jax.Array, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(counts [G], sums [G, Q])``: rows per group and the groups' sums of differences, on the
+    host (one pass per column; exact counts, sums accumulated in float64)."""
+    group, D = np.asarray(group), np.asarray(D)
+    sums = np.stack([np.bincount(group, weights=D[:, q], minlength=n_groups) for q in range(D.shape[1])], axis=1)
+    return np.bincount(group, minlength=n_groups), sums
 
 
 def column_edges(host: Any, j: int, n_bins: int, name: str) -> np.ndarray:
@@ -133,11 +141,11 @@ def numeric_rows(wrapped, host, rows, item: tuple[int, ...], n_bins: int, names,
     n_groups = int(np.prod([s - 1 for s in shape]))
     n, m = rows.shape
     chunk = units_per_chunk(wrapped, n, 2 ** len(item), m, host.dtype.itemsize, budget)
-    d, group, sums, rows_finite, finite = row_differences(wrapped, rows, item, edges, chunk, n_groups)
+    d, group, rows_finite, finite = row_differences(wrapped, rows, item, edges, chunk)
     if not bool(rows_finite):
         check_finite(host, "X")  # a NaN or inf, or finite values whose sum overflowed
     check_finite_outputs(finite, "`model`", source=" of `X` (moved to a bin edge)", hint=EDGE_ROWS_HINT)
-    counts = np.bincount(np.asarray(group), minlength=n_groups)  # exact, whatever the data's dtype
+    counts, sums = group_sums(group, d, n_groups)
     if len(item) == 1:
         plan = Plan(np.arange(1, shape[0]), np.arange(shape[0] - 1))
         return Differences("numeric", edges[0], shape, counts, sums, d, group, plan)
@@ -164,10 +172,10 @@ def categorical_rows(wrapped, host, j: int, categorical, name: str, budget: int)
     units = {k: jax.numpy.asarray(np.asarray(v, np.int32)) for k, v in (("up", up), ("down", down), ("position", position))}
     units["order"] = jax.numpy.asarray(order)
     chunk = units_per_chunk(wrapped, up.size + down.size, 2, data.shape[1], data.dtype.itemsize, budget)
-    D, sums, finite = categorical_differences(wrapped, jax.numpy.asarray(data), j, units, chunk, order.size)
+    D, finite = categorical_differences(wrapped, jax.numpy.asarray(data), j, units, chunk)
     check_finite_outputs(finite, "`model`", row_ids=np.concatenate([up, down]),
                          source=" of `X` (moved to a neighbouring category)", hint=EDGE_ROWS_HINT)
-    counts = np.bincount(position, minlength=order.size)
+    counts, sums = group_sums(position, D, order.size)
     plan = Plan(np.arange(order.size), np.arange(order.size - 1))
     return Differences("categorical", order, (order.size,), counts, sums, D, units["position"], plan)
 
@@ -320,7 +328,7 @@ def _one(wrapped, host, on_device, item, n_bins, n_bootstrap, cats, names, budge
     """The ALE of one feature or pair: its rows' differences, then the estimate and the bootstrap."""
     diff = differences(wrapped, host, on_device, item, n_bins, cats, names, budget)
     layout = Layout(diff.kind, diff.shape, n_bootstrap)
-    values, fallback = effects(diff.counts.astype(np.float64), np.asarray(diff.sums, np.float64), diff.plan, layout,
+    values, fallback = effects(diff.counts.astype(np.float64), diff.sums, diff.plan, layout,
                                xp=np)  # small: on the host, in float64
     stderr = None
     if n_bootstrap:
@@ -357,7 +365,7 @@ def bootstrap_inputs(diff: Differences, fallback: tuple, key, n_bootstrap: int) 
     counts = diff.counts
     small = np.uint8 if counts.size <= 2**8 else (np.uint16 if counts.size <= 2**16 else np.int32)
     order = np.argsort(np.asarray(diff.group).astype(small), kind="stable")
-    mean = np.asarray(diff.sums, np.float64) / np.maximum(counts, 1)[:, None]
+    mean = diff.sums / np.maximum(counts, 1)[:, None]
     held = tuple(jax.numpy.asarray(a, diff.D.dtype) for a in (mean, *fallback))
     return (key, diff.D, diff.group, to_device(order.astype(np.int32)), resample_counts(key, counts, n_bootstrap),
             slots(counts), held)

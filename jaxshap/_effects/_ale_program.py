@@ -53,9 +53,9 @@ class Plan(NamedTuple):
     fill: jax.Array
 
 
-@functools.partial(jax.jit, static_argnums=(2, 4, 5))
-def categorical_differences(model: Model, X: jax.Array, j: int, units: dict, chunk: int, n_groups: int):
-    r"""Each row's step up to the next category and down from the previous one, and the categories' sums.
+@functools.partial(jax.jit, static_argnums=(2, 4))
+def categorical_differences(model: Model, X: jax.Array, j: int, units: dict, chunk: int):
+    r"""Each row's step up to the next category and down from the previous one.
 
     Args:
       model: the wrapped model.
@@ -64,10 +64,9 @@ def categorical_differences(model: Model, X: jax.Array, j: int, units: dict, chu
       units: ``up`` and ``down`` (the rows that have a next / a previous category in the order),
         ``position`` (each row's place in the order) and ``order`` (the codes in that order).
       chunk: steps per model call (static).
-      n_groups: the number of categories (static).
 
     Returns:
-      ``(D [n, 2K], sums [C, 2K], finite [U])``: ``D`` holds the up-step
+      ``(D [n, 2K], finite [U])``: ``D`` holds the up-step
       :math:`f(c_{p+1}, x_{\setminus j}) - f(c_p, x_{\setminus j})` in its first ``K`` columns
       and the down-step :math:`f(c_p, \cdot) - f(c_{p-1}, \cdot)` in the others (0 where the row
       has none); ``finite`` says per step (up-steps first) whether the model was finite.
@@ -89,7 +88,7 @@ def categorical_differences(model: Model, X: jax.Array, j: int, units: dict, chu
     d = map_chunks(batch, (rows, corners), chunk)
     k = d.shape[-1]
     D = jnp.zeros((X.shape[0], 2 * k), d.dtype).at[units["up"], :k].set(d[:n_up]).at[units["down"], k:].set(d[n_up:])
-    return D, jax.ops.segment_sum(D, units["position"], n_groups), jnp.all(jnp.isfinite(d), axis=-1)
+    return D, jnp.all(jnp.isfinite(d), axis=-1)
 
 
 def segments(count, total, layout: Layout):

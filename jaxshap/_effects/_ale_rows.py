@@ -70,10 +70,9 @@ def _corners(x: jax.Array, features: tuple[int, ...], edges: tuple) -> tuple[jax
     return inputs, group
 
 
-@functools.partial(jax.jit, static_argnums=(2, 4, 5))
-def row_differences(model: Model, rows: DeviceRows, features: tuple[int, ...], edges: tuple, chunk: int,
-                    n_groups: int):
-    """Every row's difference, its group, and the groups' sums of differences.
+@functools.partial(jax.jit, static_argnums=(2, 4))
+def row_differences(model: Model, rows: DeviceRows, features: tuple[int, ...], edges: tuple, chunk: int):
+    """Every row's difference and its group.
 
     Args:
       model: the wrapped model.
@@ -81,10 +80,9 @@ def row_differences(model: Model, rows: DeviceRows, features: tuple[int, ...], e
       features: one feature or a pair (static).
       edges: each feature's bin edges.
       chunk: rows per model call (static).
-      n_groups: bins, or cells of the pair (static).
 
     Returns:
-      ``(d [n, K], group [n], sums [G, K], rows_finite, d_finite [n])``: ``rows_finite`` is false
+      ``(d [n, K], group [n], rows_finite, d_finite [n])``: ``rows_finite`` is false
       when a chunk of the data sums to NaN or inf, which every NaN or inf makes it do (and, rarely,
       finite values whose sum overflows: the caller checks the data then).
     """
@@ -105,5 +103,4 @@ def row_differences(model: Model, rows: DeviceRows, features: tuple[int, ...], e
     skip = n_chunks * chunk - n  # rows of the last chunk that its neighbour already holds
     d = jnp.concatenate([d[:-1].reshape(-1, d.shape[-1]), d[-1, skip:]])
     group = jnp.concatenate([group[:-1].reshape(-1), group[-1, skip:]])
-    sums = jax.ops.segment_sum(d, group, n_groups)
-    return d, group, sums, jnp.all(finite), jnp.all(jnp.isfinite(d), axis=-1)
+    return d, group, jnp.all(finite), jnp.all(jnp.isfinite(d), axis=-1)
