@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxshap._core._device_rows import ALIGN, DeviceRows, device_rows, read_rows, to_device
+from jaxshap._core._device_rows import ALIGN, DeviceRows, device_rows, read_rows, take_rows, to_device
 
 
 def at_offset(x: np.ndarray, offset: int) -> np.ndarray:
@@ -32,6 +32,8 @@ def test_every_run_of_rows_reads_back(shape):
             runs = jax.jit(jax.vmap(lambda s: read_rows(rows, s, size)))(starts)
             expected = np.stack([x[s : s + size] for s in range(n - size + 1)])
             np.testing.assert_array_equal(np.asarray(runs), expected)
+        index = np.random.default_rng(offset).integers(0, n, size=2 * n)
+        np.testing.assert_array_equal(np.asarray(jax.jit(take_rows)(rows, jnp.asarray(index))), x[index])
 
 
 def test_jax_input_and_pytree():

@@ -109,3 +109,14 @@ def read_rows(rows: DeviceRows, start: jax.Array, size: int) -> jax.Array:
         lambda: jax.lax.dynamic_slice_in_dim(first, start * m, size * m),
     )
     return flat.reshape(size, m)
+
+
+def take_rows(rows: DeviceRows, index: jax.Array) -> jax.Array:
+    """The rows at ``index`` (``[k]``, in range) as ``[k, M]``, inside a program."""
+    n, m = rows.shape
+    a = rows.head.shape[0]
+    if a == 0:
+        return rows.body.reshape(n, m)[index]
+    flat = index[:, None] * m + jnp.arange(m) - a  # element positions in the body; negative: in the head
+    from_body = rows.body[jnp.clip(flat, 0, max(rows.body.shape[0] - 1, 0))] if rows.body.shape[0] else 0
+    return jnp.where(flat >= 0, from_body, rows.head[jnp.clip(flat + a, 0, a - 1)])

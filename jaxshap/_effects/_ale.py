@@ -155,7 +155,7 @@ def numeric_rows(wrapped, host, rows, item: tuple[int, ...], n_bins: int, names,
     return Differences("pair", edges, shape, counts, sums, d, group, plan)
 
 
-def categorical_rows(wrapped, host, j: int, categorical, name: str, budget: int) -> Differences:
+def categorical_rows(wrapped, host, rows, j: int, categorical, name: str, budget: int) -> Differences:
     r"""A categorical feature's differences: each row's step to the next category in the order
     and from the previous one. The step :math:`c_s \to c_{s+1}` averages both categories' rows,
     :math:`(n_s + n_{s+1})^{-1} \sum [f(c_{s+1}, x_{\setminus j}) - f(c_s, x_{\setminus j})]`,
@@ -172,7 +172,7 @@ def categorical_rows(wrapped, host, j: int, categorical, name: str, budget: int)
     units = {k: jax.numpy.asarray(np.asarray(v, np.int32)) for k, v in (("up", up), ("down", down), ("position", position))}
     units["order"] = jax.numpy.asarray(order)
     chunk = units_per_chunk(wrapped, up.size + down.size, 2, data.shape[1], data.dtype.itemsize, budget)
-    D, finite = categorical_differences(wrapped, jax.numpy.asarray(data), j, units, chunk)
+    D, finite = categorical_differences(wrapped, rows, j, units, chunk)
     check_finite_outputs(finite, "`model`", row_ids=np.concatenate([up, down]),
                          source=" of `X` (moved to a neighbouring category)", hint=EDGE_ROWS_HINT)
     counts, sums = group_sums(position, D, order.size)
@@ -354,7 +354,7 @@ def differences(wrapped, host, on_device, item, n_bins, cats, names, budget) -> 
                 "(in `categorical` or as a pandas category column); study categorical features one at a time."
             )
     if len(item) == 1 and item[0] in cats:
-        return categorical_rows(wrapped, host, item[0], cats, names[item[0]], budget)
+        return categorical_rows(wrapped, host, on_device(), item[0], cats, names[item[0]], budget)
     return numeric_rows(wrapped, host, on_device(), item, n_bins, names, budget)
 
 

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._core._chunking import map_chunks
+from .._core._device_rows import DeviceRows, take_rows
 from .._core._model import Model
 from ._ale_bootstrap import Slots, group_draw_sums, replicate_seed
 from ._ale_rows import SIGNS
@@ -54,7 +55,7 @@ class Plan(NamedTuple):
 
 
 @functools.partial(jax.jit, static_argnums=(2, 4))
-def categorical_differences(model: Model, X: jax.Array, j: int, units: dict, chunk: int):
+def categorical_differences(model: Model, X: DeviceRows, j: int, units: dict, chunk: int):
     r"""Each row's step up to the next category and down from the previous one.
 
     Args:
@@ -80,7 +81,7 @@ def categorical_differences(model: Model, X: jax.Array, j: int, units: dict, chu
 
     def batch(args):
         r, c = args
-        x = jnp.broadcast_to(X[r][:, None, :], (r.shape[0], 2, X.shape[1]))
+        x = jnp.broadcast_to(take_rows(X, r)[:, None, :], (r.shape[0], 2, X.shape[1]))
         x = jnp.where(columns == j, units["order"][c][..., None].astype(X.dtype), x)
         y = model.fn(x.reshape(-1, X.shape[1])).reshape(r.shape[0], 2, -1)
         return jnp.einsum("c,ucK->uK", signs, y)
