@@ -169,7 +169,8 @@ def categorical_rows(wrapped, host, rows, j: int, categorical, name: str, budget
     sorter = np.argsort(order)
     position = sorter[np.searchsorted(order, column, sorter=sorter)]
     up, down = np.flatnonzero(position < order.size - 1), np.flatnonzero(position > 0)
-    units = {k: jax.numpy.asarray(np.asarray(v, np.int32)) for k, v in (("up", up), ("down", down), ("position", position))}
+    units = {k: jax.numpy.asarray(np.asarray(v, np.int32))
+             for k, v in (("up", up), ("down", down), ("position", position))}
     units["order"] = jax.numpy.asarray(order)
     chunk = units_per_chunk(wrapped, up.size + down.size, 2, data.shape[1], data.dtype.itemsize, budget)
     D, finite = categorical_differences(wrapped, rows, j, units, chunk)
@@ -320,7 +321,8 @@ def accumulated_local_effects(
             rows.append(device_rows(host))
         return rows[0]
 
-    results = tuple(_one(wrapped, host, on_device, item, n_bins, n_bootstrap, cats, names, budget, key) for item in items)
+    results = tuple(_one(wrapped, host, on_device, item, n_bins, n_bootstrap, cats, names, budget, key)
+                    for item in items)
     return results if several else results[0]
 
 
