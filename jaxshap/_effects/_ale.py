@@ -119,7 +119,7 @@ def row_pass_bytes(budget: int) -> int:
 def group_sums(group: Any, D: jax.Array, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
     """``(counts [G], sums [G, Q])``: rows per group and the groups' sums of differences, on the
     host (one pass per column; exact counts, sums accumulated in float64)."""
-    group, D = np.asarray(group), np.asarray(D)
+    group, D = np.asarray(group).astype(np.intp), np.asarray(D)  # bincount's index type, converted once
     sums = np.stack([np.bincount(group, weights=D[:, q], minlength=n_groups) for q in range(D.shape[1])], axis=1)
     return np.bincount(group, minlength=n_groups), sums
 
