@@ -33,7 +33,7 @@ from .._core._inputs import as_key, check_finite, check_finite_outputs, is_trace
 from .._core._model import wrap_model
 from .._core._validate import DEFAULT_MEMORY_BUDGET, integer
 from ._ale_bins import check_codes, nearest_filled, quantile_edges, refuse_constant, resolve_categorical
-from ._ale_bootstrap import resample_counts, slots
+from ._ale_bootstrap import resample_plan, slots
 from ._ale_order import category_order
 from ._ale_program import Layout, Plan, bootstrap_stderr, categorical_differences, effects
 from ._ale_rows import row_differences
@@ -371,12 +371,12 @@ def differences(wrapped, host, on_device, item, n_bins, cats, names, budget) -> 
 
 def bootstrap_inputs(diff: Differences, fallback: tuple, key, n_bootstrap: int) -> tuple:
     """The arguments of :func:`._ale_program.bootstrap_stderr` before the plan and layout: the rows
-    sorted by group (on the host: a radix sort of small group ids), each resample's group counts,
-    the groups' draw slots, and the full sample's means and fallbacks."""
+    sorted by group (on the host: a radix sort of small group ids), each resample's group counts
+    and key, the groups' draw slots, and the full sample's means and fallbacks."""
     counts = diff.counts
     small = np.uint8 if counts.size <= 2**8 else (np.uint16 if counts.size <= 2**16 else np.int32)
     order = np.argsort(np.asarray(diff.group).astype(small), kind="stable")
     mean = diff.sums / np.maximum(counts, 1)[:, None]
     held = tuple(jax.numpy.asarray(a, diff.D.dtype) for a in (mean, *fallback))
-    return (key, diff.D, diff.group, to_device(order.astype(np.int32)), resample_counts(key, counts, n_bootstrap),
-            slots(counts), held)
+    resampled, seeds = resample_plan(key, counts, n_bootstrap)
+    return (diff.D, diff.group, to_device(order.astype(np.int32)), resampled, seeds, slots(counts), held)

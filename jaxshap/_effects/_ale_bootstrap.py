@@ -10,18 +10,19 @@ has the same law as
 
 since a draw's group has probability :math:`n_g / n` and, given its group, the draw is uniform
 within it. Step 1 draws on the host (NumPy's multinomial, exact, in float64, seeded by the
-key's words). Step 2 runs in the program with the rows sorted by group once: group :math:`g` owns
-a fixed run of *slots*, :math:`r_g = n_g + \lceil 4 \sqrt{n_g} \rceil` of them (its count's
-mean plus four standard deviations, at most), each slot draws one row of its group, and the
+key's words), with a key for each replicate's draws. Step 2 runs in the program with the rows
+sorted by group once: group :math:`g` owns a fixed run of *slots*,
+:math:`r_g = n_g + \lceil 4 \sqrt{n_g} \rceil` of them (its count's mean plus four standard
+deviations, at most) rounded up to whole blocks, each slot draws one row of its group, and the
 group's sum is read off a prefix sum over its first :math:`c_g` slots: no scatter over the rows,
 and nothing per slot depends on the resample. A row is drawn by Lemire's method: with a 32-bit
 word :math:`u` from Threefry-2x32 (the generator of :mod:`jax.random`, written out so that it
-fuses with the draws: :mod:`jaxshap._core._threefry`), keyed per replicate by
-:func:`jax.random.fold_in`, the draw is :math:`\lfloor u n_g / 2^{32} \rfloor`, rejected when
+fuses with the draws: :mod:`jaxshap._core._threefry`) under the replicate's key, the draw is
+:math:`\lfloor u n_g / 2^{32} \rfloor`, rejected when
 :math:`u n_g \bmod 2^{32} < 2^{32} \bmod n_g`, which makes it exactly uniform. What a group
-still lacks (rejections, rarely a count above its slots) is drawn in rounds of :data:`EXTRA`
-further draws until every group has its :math:`c_g`. The values drawn are centred by their
-group's mean, so the prefix sums stay small and their differences exact to rounding.
+still lacks (rejections, rarely a count above its slots) is drawn in rounds of at most
+:data:`EXTRA` further draws, a group at a time, until every group has its :math:`c_g`. The values drawn are centred by their group's mean, so the
+prefix sums stay small and their differences exact to rounding.
 
 Lemire, "Fast random integer generation in an interval", ACM TOMACS 29(1), 2019.
 """
@@ -36,8 +37,12 @@ from .._core._threefry import threefry_words
 ROOM_SIGMAS = 4
 """Slots per group beyond its size, in (an upper bound of) standard deviations of its count."""
 
-EXTRA = 1024
-"""Draws per round for what the slots did not give (rejections, counts above a group's slots)."""
+EXTRA = 64
+"""Draws per round for what the slots did not give a group (rejections, a count above its slots)."""
+
+MASKED_PREFIX = 2**20
+"""Up to this many (boundary, block) pairs the sums before each boundary are masked sums over the
+blocks; beyond, a cumulative sum (several times slower to compile on a CPU)."""
 
 
 @jax.tree_util.register_pytree_node_class
@@ -83,18 +88,15 @@ def slots(sizes: np.ndarray) -> Slots:
                  jnp.asarray(room.astype(np.int32)), block)
 
 
-def resample_counts(key: jax.Array, sizes: np.ndarray, n_replicates: int) -> np.ndarray:
-    """``[B, G]`` the groups' counts in ``B`` resamples of the ``n = sum(sizes)`` rows (step 1),
-    from NumPy's generator seeded with the key's words."""
+def resample_plan(key: jax.Array, sizes: np.ndarray, n_replicates: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(counts [B, G], seeds [B, 2])``: the groups' counts in ``B`` resamples of the
+    ``n = sum(sizes)`` rows (step 1) and each resample's Threefry key (step 2), from NumPy's
+    generator seeded with the key's words (drawn on the host: nothing to compile)."""
     words = jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key
-    n = int(sizes.sum())
     rng = np.random.default_rng(np.asarray(words, np.uint32).ravel())
-    return rng.multinomial(n, sizes / n, size=n_replicates).astype(np.int32)
-
-
-def replicate_seed(key: jax.Array, b: jax.Array) -> jax.Array:
-    """``[2]`` the Threefry key of replicate ``b`` (step 2)."""
-    return jax.random.bits(jax.random.fold_in(key, b), (2,), jnp.uint32)
+    n = int(sizes.sum())
+    counts = rng.multinomial(n, sizes / n, size=n_replicates).astype(np.int32)
+    return counts, rng.integers(0, 2**32, size=(n_replicates, 2), dtype=np.uint32)
 
 
 def _mul_hi(a: jax.Array, b: jax.Array) -> jax.Array:
@@ -114,17 +116,15 @@ def lemire(word: jax.Array, size: jax.Array, bound: jax.Array) -> tuple[jax.Arra
 def _prefix_at(values: jax.Array, at: jax.Array, block: int) -> jax.Array:
     """``[len(at), Q]``: the sums of ``values[:x]`` for each ``x`` in ``at`` (``values`` in whole blocks)."""
     blocks = values.reshape(-1, block, values.shape[-1])
-    before = jnp.concatenate([jnp.zeros_like(blocks[:1, 0]), jnp.cumsum(blocks.sum(axis=1), axis=0)])
-    b = jnp.minimum(at // block, blocks.shape[0] - 1)
+    n_blocks = blocks.shape[0]
+    b = jnp.minimum(at // block, n_blocks - 1)
+    if at.shape[0] * n_blocks <= MASKED_PREFIX:
+        earlier = jnp.arange(n_blocks)[None, :] < b[:, None]
+        before = jnp.sum(jnp.where(earlier[..., None], blocks.sum(axis=1)[None], 0), axis=1)
+    else:
+        before = jnp.concatenate([jnp.zeros_like(blocks[:1, 0]), jnp.cumsum(blocks.sum(axis=1), axis=0)])[b]
     inside = jnp.arange(block)[None, :] < (at - b * block)[:, None]
-    return before[b] + jnp.sum(jnp.where(inside[..., None], blocks[b], 0), axis=1)
-
-
-def _draw(seed, counter, size, bound, start, values):
-    """Draws at ``counter`` (uint32 [T]): the values drawn (0 where rejected) and the acceptances."""
-    pick, accepted = lemire(threefry_words(seed, counter), size, bound)
-    drawn = values[jnp.minimum(start + pick.astype(jnp.int32), values.shape[0] - 1)]
-    return jnp.where(accepted[:, None], drawn, 0), accepted
+    return before + jnp.sum(jnp.where(inside[..., None], blocks[b], 0), axis=1)
 
 
 def group_draw_sums(seed: jax.Array, counts: jax.Array, slot: Slots, values: jax.Array) -> jax.Array:
@@ -144,18 +144,16 @@ def group_draw_sums(seed: jax.Array, counts: jax.Array, slot: Slots, values: jax
     got = _prefix_at(accepted.astype(jnp.int32).reshape(n_slots, 1), at, block)[:, 0]
     sums, got = sums[n_groups:] - sums[:n_groups], got[n_groups:] - got[:n_groups]
 
-    def more(state):  # one round of EXTRA draws for what the groups still lack
+    def more(state):  # a round of at most EXTRA draws for the first group still lacking some
         r, sums, need = state
-        position = jnp.arange(EXTRA)
-        ends = jnp.cumsum(need)
-        g = jnp.minimum(jnp.sum(position[:, None] >= ends[None, :], axis=1), n_groups - 1)
+        g = jnp.argmax(need > 0)
         size, start, bound = slot.group[g, 0], slot.group[g, 1].astype(jnp.int32), slot.group[g, 2]
-        counter = (n_slots + r * EXTRA + position).astype(jnp.uint32)
-        drawn, accepted = _draw(seed, counter, size, bound, start, values)
-        accepted = accepted & (position < ends[-1])
-        both = jnp.where(accepted[:, None], jnp.concatenate([drawn, jnp.ones_like(drawn[:, :1])], axis=1), 0)
-        both = jax.ops.segment_sum(both, g, n_groups)  # a round's counts are below 2^24: exact in floats
-        return r + 1, sums + both[:, :-1], need - both[:, -1].astype(need.dtype)
+        counter = (n_slots + r * EXTRA + jnp.arange(EXTRA)).astype(jnp.uint32)
+        pick, accepted = lemire(threefry_words(seed, counter), size, bound)
+        accepted = accepted & (jnp.arange(EXTRA) < need[g])  # no more draws than the group lacks
+        drawn = values[jnp.minimum(start + pick.astype(jnp.int32), values.shape[0] - 1)]
+        drawn = jnp.sum(jnp.where(accepted[:, None], drawn, 0), axis=0)
+        return r + 1, sums.at[g].add(drawn), need.at[g].add(-jnp.sum(accepted, dtype=need.dtype))
 
     _, sums, _ = jax.lax.while_loop(lambda state: jnp.any(state[2] > 0), more, (0, sums, counts - got))
     return sums
