@@ -21,8 +21,9 @@ fuses with the draws: :mod:`jaxshap._core._threefry`) under the replicate's key,
 :math:`\lfloor u n_g / 2^{32} \rfloor`, rejected when
 :math:`u n_g \bmod 2^{32} < 2^{32} \bmod n_g`, which makes it exactly uniform. What a group
 still lacks (rejections, rarely a count above its slots) is drawn in rounds of at most
-:data:`EXTRA` further draws, a group at a time, until every group has its :math:`c_g`. The values drawn are centred by their group's mean, so the
-prefix sums stay small and their differences exact to rounding.
+:data:`EXTRA` further draws, a group at a time, until every group has its :math:`c_g`. The
+values drawn are centred by their group's mean, so the prefix sums stay small and their
+differences exact to rounding.
 
 Lemire, "Fast random integer generation in an interval", ACM TOMACS 29(1), 2019.
 """
