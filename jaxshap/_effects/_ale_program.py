@@ -109,7 +109,8 @@ def _cumsum(x, axis: int, xp):
     if xp is np:
         return np.cumsum(x, axis)
     ones = jnp.tril(jnp.ones((x.shape[axis], x.shape[axis]), x.dtype))
-    return jnp.moveaxis(jnp.tensordot(ones, jnp.moveaxis(x, axis, 0), axes=1, precision=jax.lax.Precision.HIGHEST), 0, axis)
+    summed = jnp.tensordot(ones, jnp.moveaxis(x, axis, 0), axes=1, precision=jax.lax.Precision.HIGHEST)
+    return jnp.moveaxis(summed, 0, axis)
 
 
 def _pair_effects(mean, count, layout: Layout, fallback, xp):
