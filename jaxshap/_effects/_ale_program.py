@@ -13,7 +13,7 @@ evaluated again.
 from __future__ import annotations
 
 import functools
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
