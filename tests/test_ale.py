@@ -117,6 +117,37 @@ def test_second_order_matches_oracle(pair, n_bins):
         assert int(np.sum(np.asarray(r.counts) == 0)) > 0
 
 
+def test_order_statistics_are_a_sorts():
+    from jaxshap._effects._ale_bins import order_statistics, quantile_edges
+
+    rng = np.random.default_rng(11)
+    for trial in range(200):
+        n = int(rng.integers(1, 500))
+        x = np.round(rng.normal(size=n), int(rng.integers(0, 3))).astype(np.float32)  # ties, often
+        kept = x.copy()
+        ranks = np.unique(rng.integers(0, n, size=int(rng.integers(1, 30))))
+        np.testing.assert_array_equal(order_statistics(x, ranks), np.sort(x)[ranks])
+        nb = int(rng.integers(1, 40))
+        np.testing.assert_array_equal(quantile_edges(x, nb), oracle_edges(x, nb))
+        np.testing.assert_array_equal(x, kept)  # the column is not reordered
+
+
+def test_nan_or_inf_anywhere_in_x_is_named_and_overflowing_sums_are_not():
+    X = data(n=300)
+    ale = jaxshap.accumulated_local_effects
+    for where, item, kw in (((5, 0), 0, {}), ((7, 2), (0, 1), {}), ((299, 3), 1, {}), ((4, 1), 2, {"categorical": [2]})):
+        bad = X.copy()
+        if kw:
+            bad[:, 2] = np.round(np.abs(bad[:, 2]))
+        bad[where] = np.inf if where[0] % 2 else np.nan
+        with pytest.raises(ValueError, match=rf"`X` contains NaN or inf \(first at index \({where[0]}, {where[1]}\)\)"):
+            ale(mlp_jax, bad, item, n_bootstrap=0, **kw)
+    big = X.copy()
+    big[:, 3] = 3e38  # finite, but a chunk's sum overflows: the program's check then asks the host
+    r = ale(lambda x: mlp_jax(x.at[:, 3].set(0.0)), big, 0, n_bins=5, n_bootstrap=0)
+    close(r.values, oracle_first(lambda x: mlp_np(np.where(np.arange(4) == 3, 0.0, x)), X, 0, 5)[1])
+
+
 # --- closed forms -----------------------------------------------------------------------------
 
 

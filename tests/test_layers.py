@@ -18,7 +18,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "jaxshap"
 # folder (or top-level module) -> layer; lower layers know nothing of higher ones.
 LAYERS = {
     "_platform": 0,     # workarounds for the host platform: BLAS threads, LAPACK order, host LAPACK, JAX cache
-    "_core": 1,         # pytree split, inputs, validation, chunking, links, model adapters, sharding, streaming
+    "_core": 1,         # pytree split, inputs, device rows, validation, chunking, links, model adapters, sharding, streaming, threefry
     "datasets": 1,      # data shipped with the package
     "_coalitions": 2,   # combinatorics, masks, permutations, Shapley-kernel samplers, feature hierarchies
     "_algebra": 3,      # the Gaussian conditioning algebra

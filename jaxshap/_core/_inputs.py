@@ -80,6 +80,15 @@ def _frame_to_numpy(x: Any, name: str) -> np.ndarray:
 def as_matrix(x: Any, name: str, *, dtype: Any = None) -> jax.Array:
     """Convert ``x`` to a floating ``[n, M]`` JAX array, promoting a single row to ``[1, M]``.
 
+    The checks and conversions of :func:`host_matrix`, then the rows on the device.
+    """
+    return jnp.asarray(host_matrix(x, name, dtype=dtype))
+
+
+def host_matrix(x: Any, name: str, *, dtype: Any = None) -> np.ndarray | jax.Array:
+    """``x`` as a floating ``[n, M]`` matrix, promoting a single row to ``[1, M]``: NumPy for
+    host input (not copied when it already has the dtype), a JAX array for JAX input.
+
     Args:
       x: array-like, JAX array, ``scipy.sparse`` matrix (densified) or pandas-like DataFrame
         (mixed float/int/bool and nullable columns; ``pd.NA`` becomes NaN).
@@ -114,6 +123,8 @@ def as_matrix(x: Any, name: str, *, dtype: Any = None) -> jax.Array:
     x = as_rows(x, name)
     target = jax.dtypes.canonicalize_dtype(dtype if dtype is not None else float_dtype(x))
     check_fits(x, target, name)
+    if isinstance(x, np.ndarray):
+        return x.astype(target, copy=False)
     return jnp.asarray(x, dtype=target)
 
 

@@ -11,33 +11,32 @@ moves each row across the bin it lies in, and accumulates the mean local differe
         \big[f(z_{k'}, x^{(i)}_{\setminus j}) - f(z_{k'-1}, x^{(i)}_{\setminus j})\big],
 
 centred by the mean over the rows of the value at each row's bin's upper edge (eqs. 15-16).
-Bins, category orders and empty cells are settled on the host (:mod:`._ale_bins`,
-:mod:`._ale_order`); the model evaluations, the accumulation and the bootstrap are one compiled
-program (:mod:`._ale_program`).
+Quantile edges, category orders and empty cells are settled on the host (:mod:`._ale_bins`,
+:mod:`._ale_order`); the rows' bins and the model's differences come from one compiled program
+that reads the data in place (:mod:`._ale_rows`), the estimate from the groups' sums on the
+host, and the bootstrap from a second program that reuses the differences
+(:mod:`._ale_program`, :mod:`._ale_bootstrap`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
 import numpy as np
 
 from .._core._categorical import category_codes
-from .._core._inputs import as_key, check_finite_outputs, is_traced
+from .._core._chunking import chunk_bytes
+from .._core._device_rows import device_rows, to_device
+from .._core._inputs import as_key, check_finite, check_finite_outputs, is_traced
 from .._core._model import wrap_model
 from .._core._validate import DEFAULT_MEMORY_BUDGET, integer
-from ._ale_bins import (
-    bin_index,
-    cell_counts,
-    check_codes,
-    refuse_constant,
-    nearest_filled,
-    quantile_edges,
-    resolve_categorical,
-)
+from ._ale_bins import check_codes, nearest_filled, quantile_edges, refuse_constant, resolve_categorical
+from ._ale_bootstrap import resample_plan, slots
 from ._ale_order import category_order
-from ._ale_program import Layout, ale_program, as_units
+from ._ale_program import Layout, Plan, bootstrap_stderr, categorical_differences, effects
+from ._ale_rows import row_differences
 from ._partial_dependence import check_budget, feature_index, prepare_data, units_per_chunk
 
 
@@ -82,55 +81,113 @@ class ALE:
         return f"ALE(features={list(self.feature_names)}, {kind}, values: {tuple(np.shape(self.values))})"
 
 
-# --- units of each kind (host) ----------------------------------------------------------------
+# --- the rows' differences, by kind ---------------------------------------------------------
 
 
-def numeric_units(column: np.ndarray, n_bins: int, name: str):
-    """One unit per row: its bin's two edges; the row's value sits at its bin's upper edge."""
-    column = np.ascontiguousarray(column)
-    refuse_constant(column, name)
-    edges = quantile_edges(column, n_bins)
-    b = bin_index(column, edges)
-    corners = np.stack([b, b - 1], axis=1)[:, :, None]
-    counts = np.bincount(b - 1, minlength=edges.size - 1)
-    return edges, dict(row=np.arange(column.size), corners=corners, segment=b - 1, value_index=b,
-                       fill=np.arange(edges.size - 1), tables=(edges,), segment_value=np.arange(1, edges.size)), counts
+class Differences(NamedTuple):
+    """One feature's (or pair's) differences, grouped: what the estimate and the bootstrap read.
+
+    Attributes:
+      kind: ``"numeric"``, ``"categorical"`` or ``"pair"``.
+      grid: the edges ``[B + 1]``, the codes in order ``[C]``, or a pair's two edges.
+      shape: the values' shape without the output axis.
+      counts: ``[G]`` rows per group (host).
+      sums: ``[G, Q]`` the groups' sums of differences (host, float64).
+      D: ``[n, Q]`` each row's differences (device).
+      group: ``[n]`` each row's group (device).
+      plan: where groups and segments sit.
+    """
+
+    kind: str
+    grid: Any
+    shape: tuple[int, ...]
+    counts: np.ndarray
+    sums: np.ndarray
+    D: jax.Array
+    group: jax.Array
+    plan: Plan
 
 
-def categorical_units(X: np.ndarray, j: int, categorical, name: str):
-    r"""Two units per row at most: the step from its category to the next one in the order and the
-    step from the previous one to its own. The step :math:`c_s \to c_{s+1}` averages both
-    categories' rows, :math:`(n_s + n_{s+1})^{-1} \sum [f(c_{s+1}, x_{\setminus j}) - f(c_s, x_{\setminus j})]`,
+def row_pass_bytes(budget: int) -> int:
+    """The working set a chunk of the row pass is planned for: on a CPU half the usual one, since
+    the pass also builds the model's inputs and holds its chunk of data (a 10^6-row MLP(64) ran
+    1.31 -> 1.11 times the model's floor for one feature, 1.44 -> 1.19 for a pair, in a
+    one-process A/B of the chunk sizes); elsewhere the budget."""
+    return chunk_bytes(budget) // 2 if jax.default_backend() == "cpu" else budget
+
+
+def group_sums(group: Any, D: jax.Array, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(counts [G], sums [G, Q])``: rows per group and the groups' sums of differences, on the
+    host (one pass per column; exact counts, sums accumulated in float64)."""
+    group, D = np.asarray(group).astype(np.intp), np.asarray(D)  # bincount's index type, converted once
+    sums = np.stack([np.bincount(group, weights=D[:, q], minlength=n_groups) for q in range(D.shape[1])], axis=1)
+    return np.bincount(group, minlength=n_groups), sums
+
+
+def column_edges(host: Any, j: int, n_bins: int, name: str) -> np.ndarray:
+    """A numeric feature's quantile edges, refusing NaN/inf in ``X`` or a constant feature."""
+    column = np.array(host[:, j], copy=True)
+    if not np.isfinite(column).all():
+        check_finite(host, "X")  # names the first NaN or inf of X
+    edges = quantile_edges(column, n_bins, in_place=True)  # the copy is ours to reorder
+    refuse_constant(edges, name)  # the edges run from the minimum to the maximum
+    return edges
+
+
+def numeric_rows(wrapped, host, rows, item: tuple[int, ...], n_bins: int, names, budget: int) -> Differences:
+    """A numeric feature's or pair's differences: one per row, the bins found in the program.
+
+    A pair's two columns are copied and partitioned in two threads (NumPy lets go of the GIL in
+    both); errors come in the features' order.
+    """
+    edges_of = lambda j: column_edges(host, j, n_bins, names[j])
+    if len(item) == 1:
+        edges = (edges_of(item[0]),)
+    else:
+        with ThreadPoolExecutor(max_workers=len(item)) as pool:
+            edges = tuple(pool.map(edges_of, item))
+    shape = tuple(e.size for e in edges)
+    n_groups = int(np.prod([s - 1 for s in shape]))
+    n, m = rows.shape
+    chunk = units_per_chunk(wrapped, n, 2 ** len(item), m, host.dtype.itemsize, row_pass_bytes(budget))
+    d, group, rows_finite, finite = row_differences(wrapped, rows, item, edges, chunk)
+    if not bool(rows_finite):
+        check_finite(host, "X")  # a NaN or inf, or finite values whose sum overflowed
+    check_finite_outputs(finite, "`model`", source=" of `X` (moved to a bin edge)", hint=EDGE_ROWS_HINT)
+    counts, sums = group_sums(group, d, n_groups)
+    if len(item) == 1:
+        plan = Plan(np.arange(1, shape[0]), np.arange(shape[0] - 1))
+        return Differences("numeric", edges[0], shape, counts, sums, d, group, plan)
+    n_j, n_k = shape[0] - 1, shape[1] - 1
+    upper = np.arange(1, n_j + 1)[:, None] * (n_k + 1) + np.arange(1, n_k + 1)[None, :]  # each cell's upper corner
+    plan = Plan(upper.ravel(), nearest_filled(counts.reshape(n_j, n_k), *edges))
+    return Differences("pair", edges, shape, counts, sums, d, group, plan)
+
+
+def categorical_rows(wrapped, host, rows, j: int, categorical, name: str, budget: int) -> Differences:
+    r"""A categorical feature's differences: each row's step to the next category in the order
+    and from the previous one. The step :math:`c_s \to c_{s+1}` averages both categories' rows,
+    :math:`(n_s + n_{s+1})^{-1} \sum [f(c_{s+1}, x_{\setminus j}) - f(c_s, x_{\setminus j})]`,
     as ALEPlot does; the row's value is its own category's."""
-    column = X[:, j]
+    data = np.asarray(host)
+    check_finite(data, "X")
+    column = data[:, j]
     check_codes(column, name)
     refuse_constant(column, name)
-    order = category_order(X, j, categorical)
+    order = category_order(data, j, categorical)
     sorter = np.argsort(order)
     position = sorter[np.searchsorted(order, column, sorter=sorter)]
     up, down = np.flatnonzero(position < order.size - 1), np.flatnonzero(position > 0)
-    row = np.concatenate([up, down])
-    lo = np.concatenate([position[up], position[down] - 1])
-    corners = np.stack([lo + 1, lo], axis=1)[:, :, None]
-    counts = np.bincount(position, minlength=order.size)
-    return order, dict(row=row, corners=corners, segment=lo, value_index=position,
-                       fill=np.arange(order.size - 1), tables=(order,), segment_value=np.zeros(order.size - 1)), counts
-
-
-def pair_units(X: np.ndarray, pair: tuple[int, int], n_bins: int, names: Sequence[str]):
-    """One unit per row: the four corners of its cell; the row's value sits at the cell's upper corner."""
-    cols = [np.ascontiguousarray(X[:, j]) for j in pair]
-    for c, j in zip(cols, pair):
-        refuse_constant(c, names[j])
-    edges = [quantile_edges(c, n_bins) for c in cols]
-    bj, bk = (bin_index(c, e) for c, e in zip(cols, edges))
-    nj, nk = edges[0].size - 1, edges[1].size - 1
-    corners = np.stack([np.stack(p, axis=1) for p in ((bj, bk), (bj - 1, bk), (bj, bk - 1), (bj - 1, bk - 1))], axis=1)
-    counts = cell_counts(bj, bk, nj, nk)
-    upper = np.arange(1, nj + 1)[:, None] * (nk + 1) + np.arange(1, nk + 1)[None, :]  # each cell's upper corner
-    return tuple(edges), dict(row=np.arange(bj.size), corners=corners, segment=(bj - 1) * nk + (bk - 1),
-                              value_index=bj * (nk + 1) + bk, fill=nearest_filled(counts, *edges),
-                              tables=tuple(edges), segment_value=upper.ravel()), counts
+    units = {k: jax.numpy.asarray(np.asarray(v, np.int32))
+             for k, v in (("up", up), ("down", down), ("position", position))}
+    units["order"] = jax.numpy.asarray(order)
+    chunk = units_per_chunk(wrapped, up.size + down.size, 2, data.shape[1], data.dtype.itemsize, budget)
+    D, finite = categorical_differences(wrapped, rows, j, units, chunk)
+    check_finite_outputs(finite, "`model`", row_ids=np.concatenate([up, down]),
+                         source=" of `X` (moved to a neighbouring category)", hint=EDGE_ROWS_HINT)
+    counts, sums = group_sums(position, D, order.size)
+    plan = Plan(np.arange(order.size), np.arange(order.size - 1))
+    return Differences("categorical", order, (order.size,), counts, sums, D, units["position"], plan)
 
 
 # --- arguments ------------------------------------------------------------------------------
@@ -225,11 +282,12 @@ def accumulated_local_effects(
     rows of ``X`` with replacement (drawn with ``key``) of the whole estimate, centring included,
     with the bins, category order and grid held fixed; the model is not evaluated again (each
     row's differences do not change). A bin or cell that a resample leaves empty takes the full
-    sample's mean. A model that does not depend on the feature gets 0.
+    sample's mean. A model that does not depend on the feature gets 0. A resample is drawn as
+    its law factors: multinomial counts of rows per bin (cell, category), then uniform draws
+    within each (exactly, by Lemire's rejection), which is a resample of the rows.
 
     The model is evaluated twice per row (four times for a pair; at most four for a categorical
-    feature), in chunks under ``memory_budget``, in one compiled program with the accumulation
-    and the bootstrap.
+    feature), in chunks under ``memory_budget``; the bootstrap reuses those differences.
 
     Args:
       model: callable ``[n, M] -> [n]`` or ``[n, K]``; JAX-traceable or a plain NumPy callable.
@@ -257,22 +315,48 @@ def accumulated_local_effects(
         raise TypeError("`X` is traced: accumulated local effects bin the concrete rows on the host; call "
                         "accumulated_local_effects outside jax.jit / jax.grad (the model may still be a JAX function).")
     X, found = category_codes(X)
-    X, names = prepare_data(X, feature_names)
+    host, names = prepare_data(X, feature_names, on_host=True)  # NaN/inf: checked where the rows are read
     n_bins = integer(n_bins, "n_bins", least=1, rule="a positive integer number of bins")
     n_bootstrap = check_bootstrap(n_bootstrap)
     budget = check_budget(memory_budget)
     items, several = feature_items(features, names)
     cats = resolve_categorical(categorical, found, lambda v: feature_index(v, names, "categorical"))
     key = as_key(key)
-    wrapped = wrap_model(model, X.shape[1], X.dtype, X[:2])
-    host = np.asarray(X)
-    results = tuple(_one(wrapped, X, host, item, n_bins, n_bootstrap, cats, names, budget, key) for item in items)
+    wrapped = wrap_model(model, host.shape[1], host.dtype, host[:2])
+    rows = []  # the data on the device, aliased (not copied) where the backend allows, made once
+
+    def on_device():
+        if not rows:
+            rows.append(device_rows(host))
+        return rows[0]
+
+    results = tuple(_one(wrapped, host, on_device, item, n_bins, n_bootstrap, cats, names, budget, key)
+                    for item in items)
     return results if several else results[0]
 
 
-def _one(wrapped, X, host, item, n_bins, n_bootstrap, cats, names, budget, key) -> ALE:
-    """The ALE of one feature or pair: units on the host, then the compiled program."""
-    is_categorical = len(item) == 1 and item[0] in cats
+def _one(wrapped, host, on_device, item, n_bins, n_bootstrap, cats, names, budget, key) -> ALE:
+    """The ALE of one feature or pair: its rows' differences, then the estimate and the bootstrap."""
+    diff = differences(wrapped, host, on_device, item, n_bins, cats, names, budget)
+    layout = Layout(diff.kind, diff.shape, n_bootstrap)
+    values, fallback = effects(diff.counts.astype(np.float64), diff.sums, diff.plan, layout,
+                               xp=np)  # small: on the host, in float64
+    stderr = None
+    if n_bootstrap:
+        stderr = bootstrap_stderr(*bootstrap_inputs(diff, fallback, key, n_bootstrap), diff.plan, layout)
+    values = jax.numpy.asarray(values, diff.D.dtype)
+    if wrapped.single_output:
+        values = values[..., 0]
+        stderr = None if stderr is None else stderr[..., 0]
+    pair = diff.kind == "pair"
+    grid = tuple(jax.numpy.asarray(g) for g in diff.grid) if pair else jax.numpy.asarray(diff.grid)
+    counts = diff.counts.reshape(diff.shape[0] - 1, diff.shape[1] - 1) if pair else diff.counts
+    return ALE(grid, values, stderr, jax.numpy.asarray(counts), item, [names[j] for j in item],
+               diff.kind == "categorical")
+
+
+def differences(wrapped, host, on_device, item, n_bins, cats, names, budget) -> Differences:
+    """The grouped differences of one feature or pair, of the kind it is."""
     if len(item) == 2:
         bad = [names[j] for j in item if j in cats]
         if bad:
@@ -280,24 +364,19 @@ def _one(wrapped, X, host, item, n_bins, n_bootstrap, cats, names, budget, key) 
                 f"`features`: second-order ALE needs two numeric features, and {bad} is listed as categorical "
                 "(in `categorical` or as a pandas category column); study categorical features one at a time."
             )
-        grid, spec, counts = pair_units(host, item, n_bins, names)
-        kind, shape = "pair", (grid[0].size, grid[1].size)
-    elif is_categorical:
-        grid, spec, counts = categorical_units(host, item[0], cats, names[item[0]])
-        kind, shape = "first", (grid.size,)
-    else:
-        grid, spec, counts = numeric_units(host[:, item[0]], n_bins, names[item[0]])
-        kind, shape = "first", (grid.size,)
-    units = as_units(**spec)
-    n_corners = units.corners.shape[1]
-    chunk = units_per_chunk(wrapped, int(units.row.shape[0]), n_corners, X.shape[1], X.dtype.itemsize, budget)
-    layout = Layout(kind, int(np.prod([s - 1 for s in shape])) if kind == "pair" else shape[0] - 1, shape,
-                    chunk, n_bootstrap, rows_are_units=not is_categorical)
-    values, stderr, finite = ale_program(wrapped, X, item, units, layout, key)
-    check_finite_outputs(finite, "`model`", row_ids=np.asarray(spec["row"]), source=" of `X` (moved to a bin edge)",
-                         hint=EDGE_ROWS_HINT)
-    if wrapped.single_output:
-        values = values[..., 0]
-        stderr = None if stderr is None else stderr[..., 0]
-    grid = tuple(jax.numpy.asarray(g) for g in grid) if kind == "pair" else jax.numpy.asarray(grid)
-    return ALE(grid, values, stderr, jax.numpy.asarray(counts), item, [names[j] for j in item], is_categorical)
+    if len(item) == 1 and item[0] in cats:
+        return categorical_rows(wrapped, host, on_device(), item[0], cats, names[item[0]], budget)
+    return numeric_rows(wrapped, host, on_device(), item, n_bins, names, budget)
+
+
+def bootstrap_inputs(diff: Differences, fallback: tuple, key, n_bootstrap: int) -> tuple:
+    """The arguments of :func:`._ale_program.bootstrap_stderr` before the plan and layout: the rows
+    sorted by group (on the host: a radix sort of small group ids), each resample's group counts
+    and key, the groups' draw slots, and the full sample's means and fallbacks."""
+    counts = diff.counts
+    small = np.uint8 if counts.size <= 2**8 else (np.uint16 if counts.size <= 2**16 else np.int32)
+    order = np.argsort(np.asarray(diff.group).astype(small), kind="stable")
+    mean = diff.sums / np.maximum(counts, 1)[:, None]
+    held = tuple(jax.numpy.asarray(a, diff.D.dtype) for a in (mean, *fallback))
+    resampled, seeds = resample_plan(key, counts, n_bootstrap)
+    return (diff.D, diff.group, to_device(order.astype(np.int32)), resampled, seeds, slots(counts), held)

@@ -1,18 +1,13 @@
-r"""The compiled program of accumulated local effects: finite differences, accumulation, bootstrap.
+r"""The compiled parts of accumulated local effects: categorical units, the effects, the bootstrap.
 
-Every estimate is built from *units*. A unit is a data row :math:`x^{(i)}` with the studied
-feature(s) moved to the corners of one bin (cell) and a signed sum of the model there:
-
-* a first difference :math:`f(z_{hi}, x^{(i)}_{\setminus j}) - f(z_{lo}, x^{(i)}_{\setminus j})`
-  (two corners; a numeric bin's edges, or two neighbouring categories);
-* a second difference :math:`f(z_k, w_l) - f(z_{k-1}, w_l) - f(z_k, w_{l-1}) + f(z_{k-1}, w_{l-1})`
-  at the row's other features (four corners; a cell of a pair's grid).
-
-Each unit belongs to one *segment* (a bin, a step between categories, a cell); the local
-effect of a segment is the mean of its units. The model evaluations are mapped in chunks under
-the memory budget (:func:`jaxshap._core._chunking.map_chunks`); the unit differences stay on
-the device, and the accumulation and the bootstrap replicates reuse them, so the bootstrap
-costs no model evaluation.
+Every estimate is built from the rows' finite differences, gathered by *group* of rows: a
+numeric feature's bins and a pair's cells (one difference per row, :mod:`._ale_rows`), a
+categorical feature's categories (two: the step to the next category in the order and the step
+from the previous one, :func:`categorical_differences`). The groups' counts and sums of
+differences give the *segments*' (bins, cells, steps between neighbouring categories) counts and
+sums, the local effects are the segments' means, and the accumulated effects follow. The
+bootstrap (:mod:`._ale_bootstrap`) resamples the rows through the groups, so no model is
+evaluated again.
 """
 
 from __future__ import annotations
@@ -25,161 +20,177 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._core._chunking import map_chunks
+from .._core._device_rows import DeviceRows, take_rows
 from .._core._model import Model
-
-SIGNS = {2: (1.0, -1.0), 4: (1.0, -1.0, -1.0, 1.0)}
-"""The sign of each corner of a unit: ``(hi, lo)`` for a first difference and
-``(hi-hi, lo-hi, hi-lo, lo-lo)`` for a second difference."""
+from ._ale_bootstrap import Slots, group_draw_sums
+from ._ale_rows import SIGNS
 
 
 class Layout(NamedTuple):
-    """How units, segments and values fit together (static, hashable).
+    """How groups, segments and values fit together (static, hashable).
 
     Attributes:
-      kind: ``"first"`` (a numeric feature or a categorical one: values are the cumulative sums
-        of the segment means, starting at 0) or ``"pair"`` (a ``[n_j, n_k]`` grid of cells).
-      n_segments: segments (bins, category steps or cells).
-      shape: the shape of the values without the output axis: ``(n_segments + 1,)`` or
-        ``(n_j + 1, n_k + 1)``.
-      chunk: units per chunk of model evaluations.
+      kind: ``"numeric"``, ``"categorical"`` or ``"pair"``.
+      shape: the values' shape without the output axis: ``(B + 1,)``, ``(C,)`` or ``(B_j + 1, B_k + 1)``.
       n_bootstrap: bootstrap replicates (0: none).
-      rows_are_units: whether unit ``i`` is row ``i`` (one unit per row, in row order: a numeric
-        feature or a pair), so that a segment's rows all sit at one value (``segment_value``).
     """
 
     kind: str
-    n_segments: int
     shape: tuple[int, ...]
-    chunk: int
     n_bootstrap: int
-    rows_are_units: bool
 
 
-class Units(NamedTuple):
-    """The units and the rows' places, as arrays.
+class Plan(NamedTuple):
+    """The arrays that place groups and segments.
 
     Attributes:
-      row: ``[U]`` the data row of each unit.
-      corners: ``[U, C, s]`` the corner of each unit, as positions into ``tables``.
-      segment: ``[U]`` the segment of each unit.
-      value_index: ``[n]`` each row's place in the flattened values (its bin's upper edge, its
-        category, its cell's upper corner), for the centring.
-      fill: ``[n_segments]`` the segment whose full-sample mean stands for each segment (itself,
-        or for an empty cell of a pair the nearest non-empty one).
-      tables: ``s`` arrays of the values the features take at the corners (edges or codes).
-      segment_value: ``[n_segments]`` where the rows of each segment sit in the flattened values
-        (used when the rows are the units).
+      value_of_group: ``[G]`` where each group's rows sit in the flattened values (their bin's upper
+        edge, their cell's upper corner, their category), for the centring.
+      fill: ``[S]`` the segment whose full-sample mean stands for each segment (itself, or for an
+        empty cell of a pair the nearest non-empty one).
     """
 
-    row: jax.Array
-    corners: jax.Array
-    segment: jax.Array
-    value_index: jax.Array
+    value_of_group: jax.Array
     fill: jax.Array
-    tables: tuple
-    segment_value: jax.Array
 
 
-def unit_differences(model: Model, X: jax.Array, features: tuple[int, ...], units: Units, chunk: int) -> jax.Array:
-    """``[U, K]``: each unit's signed sum of the model over its corners, in chunks of ``chunk`` units."""
-    n_corners = units.corners.shape[1]
-    signs = jnp.asarray(SIGNS[n_corners], X.dtype)
+@functools.partial(jax.jit, static_argnums=(2, 4))
+def categorical_differences(model: Model, X: DeviceRows, j: int, units: dict, chunk: int):
+    r"""Each row's step up to the next category and down from the previous one.
+
+    Args:
+      model: the wrapped model.
+      X: the data ``[n, M]``.
+      j: the categorical feature (static).
+      units: ``up`` and ``down`` (the rows that have a next / a previous category in the order),
+        ``position`` (each row's place in the order) and ``order`` (the codes in that order).
+      chunk: steps per model call (static).
+
+    Returns:
+      ``(D [n, 2K], finite [U])``: ``D`` holds the up-step
+      :math:`f(c_{p+1}, x_{\setminus j}) - f(c_p, x_{\setminus j})` in its first ``K`` columns
+      and the down-step :math:`f(c_p, \cdot) - f(c_{p-1}, \cdot)` in the others (0 where the row
+      has none); ``finite`` says per step (up-steps first) whether the model was finite.
+    """
+    n_up = units["up"].shape[0]
+    rows = jnp.concatenate([units["up"], units["down"]])
+    lower = jnp.concatenate([units["position"][units["up"]], units["position"][units["down"]] - 1])
+    corners = jnp.stack([lower + 1, lower], axis=1)
+    signs = jnp.asarray(SIGNS[2], X.dtype)
     columns = jnp.arange(X.shape[1])
 
     def batch(args):
-        rows, corners = args
-        x = jnp.broadcast_to(X[rows][:, None, :], (rows.shape[0], n_corners, X.shape[1]))
-        for a, (j, table) in enumerate(zip(features, units.tables)):
-            # a select, not a scatter into the column: XLA fuses it into the model's first layer
-            x = jnp.where(columns == j, table[corners[..., a]][..., None].astype(X.dtype), x)
-        y = model.fn(x.reshape(-1, X.shape[1])).reshape(rows.shape[0], n_corners, -1)
+        r, c = args
+        x = jnp.broadcast_to(take_rows(X, r)[:, None, :], (r.shape[0], 2, X.shape[1]))
+        x = jnp.where(columns == j, units["order"][c][..., None].astype(X.dtype), x)
+        y = model.fn(x.reshape(-1, X.shape[1])).reshape(r.shape[0], 2, -1)
         return jnp.einsum("c,ucK->uK", signs, y)
 
-    return map_chunks(batch, (units.row, units.corners), chunk)
+    d = map_chunks(batch, (rows, corners), chunk)
+    k = d.shape[-1]
+    D = jnp.zeros((X.shape[0], 2 * k), d.dtype).at[units["up"], :k].set(d[:n_up]).at[units["down"], k:].set(d[n_up:])
+    return D, jnp.all(jnp.isfinite(d), axis=-1)
 
 
-def _segment_means(d, weights, units: Units, layout: Layout, fallback):
-    """Weighted segment means ``[S, K]`` and weights ``[S]``; empty segments take ``fallback``
-    (the full sample's means) or, without one, the mean of their ``fill`` segment."""
-    w = weights if layout.rows_are_units else weights[units.row]
-    both = jnp.concatenate([w[:, None] * d, w[:, None]], axis=1)  # one pass over the units
-    summed = jax.ops.segment_sum(both, units.segment, layout.n_segments)
-    total, count = summed[:, :-1], summed[:, -1]
-    mean = total / jnp.maximum(count, 1)[:, None]
-    if fallback is None:
-        return mean[units.fill], count
-    return jnp.where(count[:, None] > 0, mean, fallback[0]), count
+def segments(count, total, layout: Layout):
+    r"""The segments' counts and sums from the groups'. A bin or cell is its own group; the step
+    :math:`c_s \to c_{s+1}` between categories averages both categories' rows (as ALEPlot does):
+    its count is :math:`n_s + n_{s+1}`, its sum the up-steps of :math:`c_s` and the down-steps of
+    :math:`c_{s+1}`."""
+    if layout.kind != "categorical":
+        return count, total
+    k = total.shape[-1] // 2
+    return count[:-1] + count[1:], total[:-1, :k] + total[1:, k:]
 
 
-def _pair_effects(mean, count, layout: Layout, fallback):
+def _cumsum(x, axis: int, xp):
+    """Cumulative sums along ``axis``; in a program as a product with a triangle of ones, which
+    compiles several times faster than XLA's cumulative sum on a CPU (sizes are a grid's: small)."""
+    if xp is np:
+        return np.cumsum(x, axis)
+    ones = jnp.tril(jnp.ones((x.shape[axis], x.shape[axis]), x.dtype))
+    summed = jnp.tensordot(ones, jnp.moveaxis(x, axis, 0), axes=1, precision=jax.lax.Precision.HIGHEST)
+    return jnp.moveaxis(summed, 0, axis)
+
+
+def _pair_effects(mean, count, layout: Layout, fallback, xp):
     r"""The pair's accumulated second differences with both first-order parts removed (Apley &
     Zhu 2020, eq. 15): ``h`` is the double cumulative sum of the cell means (0 on the lower
     edges), and along ``j`` the part removed is :math:`\sum_{k' \le k} \frac{1}{n_j(k')}
     \sum_m n(k', m) [h(z_{k'}, w_m) - h(z_{k'-1}, w_m)]`, along ``k`` likewise."""
     n_j, n_k = layout.shape[0] - 1, layout.shape[1] - 1
     cells = mean.reshape(n_j, n_k, -1)
-    h = jnp.pad(jnp.cumsum(jnp.cumsum(cells, 0), 1), ((1, 0), (1, 0), (0, 0)))
+    h = xp.pad(_cumsum(_cumsum(cells, 0, xp), 1, xp), ((1, 0), (1, 0), (0, 0)))
     n = count.reshape(n_j, n_k)[..., None]
-    step_j = jnp.sum(n * (h[1:, 1:] - h[:-1, 1:]), axis=1)  # [n_j, K]
-    step_k = jnp.sum(n * (h[1:, 1:] - h[1:, :-1]), axis=0)  # [n_k, K]
-    n_jk = jnp.sum(n, axis=1), jnp.sum(n, axis=0)
-    step_j = step_j / jnp.maximum(n_jk[0], 1)
-    step_k = step_k / jnp.maximum(n_jk[1], 1)
+    step_j = xp.sum(n * (h[1:, 1:] - h[:-1, 1:]), axis=1)  # [n_j, K]
+    step_k = xp.sum(n * (h[1:, 1:] - h[1:, :-1]), axis=0)  # [n_k, K]
+    n_jk = xp.sum(n, axis=1), xp.sum(n, axis=0)
+    step_j = step_j / xp.maximum(n_jk[0], 1)
+    step_k = step_k / xp.maximum(n_jk[1], 1)
     if fallback is not None:
-        step_j = jnp.where(n_jk[0] > 0, step_j, fallback[1])
-        step_k = jnp.where(n_jk[1] > 0, step_k, fallback[2])
-    main_j = jnp.pad(jnp.cumsum(step_j, 0), ((1, 0), (0, 0)))
-    main_k = jnp.pad(jnp.cumsum(step_k, 0), ((1, 0), (0, 0)))
+        step_j = xp.where(n_jk[0] > 0, step_j, fallback[1])
+        step_k = xp.where(n_jk[1] > 0, step_k, fallback[2])
+    main_j = xp.pad(_cumsum(step_j, 0, xp), ((1, 0), (0, 0)))
+    main_k = xp.pad(_cumsum(step_k, 0, xp), ((1, 0), (0, 0)))
     return h - main_j[:, None] - main_k[None, :], (step_j, step_k)
 
 
-def effects(d, weights, units: Units, layout: Layout, fallback=None):
-    """The centred effects for one weighting of the rows (1 each, or a bootstrap replicate's
-    counts), and what a replicate falls back on where its resample left a segment empty.
+def effects(group_count, group_total, plan: Plan, layout: Layout, fallback=None, xp=jnp):
+    """The centred effects from the groups' counts ``[G]`` and sums ``[G, Q]`` (the full sample's,
+    or a resample's), and what a resample falls back on where it left a segment empty.
+
+    The same code runs on the host (``xp=numpy``: the full sample, in float64, with nothing to
+    compile) and in the bootstrap's program (``xp=jax.numpy``: each resample).
 
     Returns:
       ``(values [*shape, K], fallback)``.
     """
-    mean, count = _segment_means(d, weights, units, layout, fallback)
+    count, total = segments(group_count, group_total, layout)
+    mean = total / xp.maximum(count, 1)[:, None]
+    if fallback is None:
+        mean = mean[plan.fill]
+    else:
+        mean = xp.where(count[:, None] > 0, mean, fallback[0])
     if layout.kind == "pair":
-        g, steps = _pair_effects(mean, count, layout, fallback)
+        g, steps = _pair_effects(mean, count, layout, fallback, xp)
     else:
-        g, steps = jnp.pad(jnp.cumsum(mean, 0), ((1, 0), (0, 0))), ()
-    flat = g.reshape(-1, g.shape[-1])
-    if layout.rows_are_units:  # each segment's rows sit at one value: weigh the values by the counts
-        at_value = jnp.zeros(flat.shape[0], count.dtype).at[units.segment_value].add(count)
-    else:
-        at_value = jax.ops.segment_sum(weights, units.value_index, flat.shape[0])
-    centre = jnp.sum(at_value[:, None] * flat, axis=0) / jnp.sum(at_value)
+        g, steps = xp.pad(_cumsum(mean, 0, xp), ((1, 0), (0, 0))), ()
+    at_rows = g.reshape(-1, g.shape[-1])[plan.value_of_group]  # the value each group's rows sit at
+    centre = xp.sum(group_count[:, None] * at_rows, axis=0) / xp.sum(group_count)
     return g - centre, (mean, *steps)
 
 
-def _replicate_weights(key, n: int, dtype) -> jax.Array:
-    """Each row's count in a resample of ``n`` rows drawn with replacement."""
-    draws = jax.random.randint(key, (n,), 0, n)
-    return jnp.zeros(n, dtype).at[draws].add(1)
+def _replicates(D, group, order, resampled, seeds, slot: Slots, held, plan: Plan, layout: Layout):
+    """``[B, *shape, K]``: the values of ``B`` resamples of the rows with replacement, the bins held fixed.
 
-
-@functools.partial(jax.jit, static_argnums=(2, 4))
-def ale_program(model: Model, X: jax.Array, features: tuple[int, ...], units: Units, layout: Layout, key):
-    """Values, bootstrap standard errors (``None`` without replicates) and per-unit finiteness.
-
-    The standard error is the standard deviation (``ddof=1``) of the values over
-    ``layout.n_bootstrap`` resamples of the rows of ``X`` with replacement, the bins held fixed.
+    Args:
+      D: ``[n, Q]`` each row's differences.
+      group: ``[n]`` each row's group.
+      order: ``[n]`` the rows sorted by group.
+      resampled: ``[B, G]`` the groups' counts in each resample.
+      seeds: ``[B, 2]`` each resample's Threefry key.
+      slot: where each group's draws go (:func:`._ale_bootstrap.slots`).
+      held: the full sample's group means ``[G, Q]``, then what :func:`effects` returned beside
+        its values (what an empty segment falls back on).
+      plan: where groups and segments sit.
+      layout: static.
     """
-    d = unit_differences(model, X, features, units, layout.chunk)
-    ones = jnp.ones(X.shape[0], X.dtype)
-    values, fallback = effects(d, ones, units, layout)
-    stderr = None
-    if layout.n_bootstrap:
-        keys = jax.random.split(key, layout.n_bootstrap)
-        replicate = lambda k: effects(d, _replicate_weights(k, X.shape[0], X.dtype), units, layout, fallback)[0]
-        stderr = jnp.std(jax.lax.map(replicate, keys), axis=0, ddof=1)
-    return values, stderr, jnp.isfinite(d).all(-1)
+    mean, fallback = held[0], held[1:]
+    dtype = D.dtype
+    centred = D[order] - mean[group[order]]  # a group's draws sum to its count times its mean, plus these
+
+    def replicate(args):
+        c, seed = args
+        draws = group_draw_sums(seed, c, slot, centred)
+        return effects(c.astype(dtype), c.astype(dtype)[:, None] * mean + draws, plan, layout, fallback)[0]
+
+    return jax.lax.map(replicate, (resampled, seeds))
 
 
-def as_units(row, corners, segment, value_index, fill, tables, segment_value) -> Units:
-    """:class:`Units` from host arrays (int32 indices, tables in the data's dtype)."""
-    as32 = lambda a: jnp.asarray(np.asarray(a, np.int32))
-    return Units(as32(row), as32(corners), as32(segment), as32(value_index), as32(fill),
-                 tuple(jnp.asarray(t) for t in tables), as32(segment_value))
+bootstrap_replicates = jax.jit(_replicates, static_argnums=(8,))
+
+
+@functools.partial(jax.jit, static_argnums=(8,))
+def bootstrap_stderr(D, group, order, resampled, seeds, slot: Slots, held, plan: Plan, layout: Layout):
+    """The bootstrap standard errors: the standard deviation (``ddof=1``) of :func:`_replicates`."""
+    return jnp.std(_replicates(D, group, order, resampled, seeds, slot, held, plan, layout), axis=0, ddof=1)

@@ -27,6 +27,7 @@ from .._core._inputs import (
     check_finite,
     check_finite_outputs,
     column_names,
+    host_matrix,
     resolve_feature_names,
 )
 from .._core._model import Model, wrap_model
@@ -87,15 +88,23 @@ MIXED_ROWS_HINT = (
 """What to do when a partial dependence is NaN or inf although the predictions at the rows are finite."""
 
 
-def prepare_data(X: Any, feature_names: Sequence[str] | None) -> tuple[jax.Array, tuple[str, ...]]:
-    """Validate ``X`` (``[n, M]``, finite, at least one row) and settle the feature names."""
+def prepare_data(
+    X: Any, feature_names: Sequence[str] | None, *, on_host: bool = False
+) -> tuple[Any, tuple[str, ...]]:
+    """Validate ``X`` (``[n, M]``, finite, at least one row) and settle the feature names.
+
+    With ``on_host``, the rows stay where they are (NumPy, not copied when already floating; a
+    JAX array as it is) and the NaN/inf check is the caller's, so that it can fold the check
+    into a pass it makes over the rows anyway.
+    """
     columns = column_names(X)
     if X is None:
         raise ValueError("`X` is required: pass the data rows [n, M] to average the model over.")
-    X = as_matrix(X, "X")
+    X = host_matrix(X, "X") if on_host else as_matrix(X, "X")
     if X.shape[0] == 0:
         raise ValueError("`X` has no rows; pass at least one data row (a few hundred is usual).")
-    check_finite(X, "X")
+    if not on_host:
+        check_finite(X, "X")
     names = resolve_feature_names(feature_names, X.shape[1], columns)
     return X, names
 
