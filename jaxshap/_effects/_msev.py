@@ -106,7 +106,7 @@ def evaluation_coalitions(n_features: int, n_coalitions: int | None, key: Any) -
 
 
 def _warn_fitted_rows(masker: Masker, X: jax.Array) -> None:
-    """Warn when rows of ``X`` are among the rows the masker keeps (:attr:`Masker.fitted_rows`).
+    r"""Warn when rows of ``X`` are among the rows the masker keeps (:attr:`Masker.fitted_rows`).
 
     Such a row finds itself among them: an empirical conditional puts most of its weight on it
     (with the default bandwidth almost all), so :math:`\hat v(S; x) \approx f(x)` and the MSEv on
