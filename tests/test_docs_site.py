@@ -71,7 +71,8 @@ class Page:
     """One browser tab driven over the DevTools protocol; records console errors."""
 
     def __init__(self, ws_url: str):
-        self.ws = websocket.create_connection(ws_url, timeout=60)
+        # No Origin header: Chromium refuses DevTools sockets from origins it was not told to allow.
+        self.ws = websocket.create_connection(ws_url, timeout=60, suppress_origin=True)
         self.next_id = 0
         self.errors: list[str] = []
         self.events: list[dict] = []
@@ -139,7 +140,7 @@ def browser():
     proc = subprocess.Popen(
         [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
          "--no-first-run", f"--user-data-dir={profile}", f"--remote-debugging-port={debug_port}",
-         "--window-size=1280,900", "about:blank"],
+         "--remote-allow-origins=*", "--window-size=1280,900", "about:blank"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:
