@@ -116,7 +116,9 @@ class Empirical(Masker):
 
     Args:
       data: training rows ``[N, M]`` (array or DataFrame; a pandas ``category`` column is read
-        as its codes and counts as categorical).
+        as its codes and counts as categorical, and its labels are kept in
+        :attr:`column_categories`, so explainers map the same column of a DataFrame ``X`` to
+        these codes).
       sigma: the kernel's bandwidth, positive (0.1, as Aas et al. and shapr).
       eta: in ``(0, 1]``: the share of the total weight the kept rows make up (0.95).
       max_samples: at most this many rows per coalition (default 1000, shapr's ``n_samples``;
