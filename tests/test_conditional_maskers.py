@@ -185,7 +185,8 @@ def test_jit_and_grad_in_model_parameters(make):
     jac = jax.jacobian(phi)(beta)  # [n, M, M_beta]
     for i in range(M):
         e_i = jnp.zeros(M, jnp.float32).at[i].set(1.0)
-        np.testing.assert_allclose(np.asarray(jac[..., i]), np.asarray(phi(e_i)), atol=1e-5)
+        # float32 rounding of two differently compiled sums (the copula: 1.5e-5 here; 2e-14 in float64)
+        np.testing.assert_allclose(np.asarray(jac[..., i]), np.asarray(phi(e_i)), atol=5e-5)
 
 
 @pytest.mark.parametrize("make", [lambda d: Empirical(d, max_samples=64), lambda d: GaussianCopula(d, n_samples=256)])

@@ -116,7 +116,9 @@ class Empirical(Masker):
 
     Args:
       data: training rows ``[N, M]`` (array or DataFrame; a pandas ``category`` column is read
-        as its codes and counts as categorical).
+        as its codes and counts as categorical, and its labels are kept in
+        :attr:`column_categories`, so explainers map the same column of a DataFrame ``X`` to
+        these codes).
       sigma: the kernel's bandwidth, positive (0.1, as Aas et al. and shapr).
       eta: in ``(0, 1]``: the share of the total weight the kept rows make up (0.95).
       max_samples: at most this many rows per coalition (default 1000, shapr's ``n_samples``;
@@ -213,9 +215,13 @@ class Empirical(Masker):
         ``whiten`` is :meth:`whitening`'s ``L^{-1}`` for ``mask`` (computed here when ``None``)."""
         n, k, dtype = self.data.shape[0], self.max_samples, self.data.dtype
         s = (mask & jnp.asarray(self._continuous)).astype(dtype)
-        diff = s * ((x - self._centre) / self._unit - self._scores)  # [N, M], zero outside S
         whiten = self.whitening(mask) if whiten is None else whiten
-        whitened = diff @ whiten.T  # [N, M]: one matrix product for all rows
+        # L^{-1} (s * (z_x - z_k)) for every training row k, as z_x G - z_k G with G = diag(s) L^{-T}:
+        # the rows' part depends on the coalition only (computed once for explained rows that share
+        # coalitions), and over a batch of coalitions it is one plain matrix product of the scores
+        # with the stacked G (XLA:CPU does not vectorise a batched product: it was most of the time)
+        g = s[:, None] * whiten.T  # [M, M]
+        whitened = ((x - self._centre) / self._unit) @ g - self._scores @ g  # [N, M]
         log_w = -(whitened**2).sum(1) / (jnp.maximum(s.sum(), 1.0) * 2.0 * self.sigma**2)
         none = jnp.asarray(jnp.finfo(dtype).min / 4, dtype)
         if self.categorical:

@@ -58,7 +58,8 @@ class Generative(ConditionalSampler):
 
     Args:
       data: rows ``[N, M]`` (array or DataFrame; pandas ``category`` columns are read as their
-        codes and treated as categorical).
+        codes and treated as categorical, their labels kept in :attr:`column_categories` so
+        explainers map a DataFrame ``X``'s labels to these codes).
       key: PRNG key (``None``: ``jax.random.key(0)``) of the split, initialisation, coalitions
         and the shared draws; the same key gives the same masker.
       latent: ``L``, the latent dimension, default 8.
