@@ -36,9 +36,8 @@ class Auto:
         :class:`jaxshap.estimators.Hierarchical`); above it, the isotropic one (one solve shared by
         every row). The per-row solve factorises a matrix of about ``budget / 2`` rows and
         columns per row, which past a few thousand coalitions costs more than cheap models'
-        evaluations; its gain does not fade with the budget (squared error 0.2x to 0.3x of the
-        isotropic prior's on XGBoost games at M = 30 from 5 to 70 coalitions per feature, 0.8x
-        to 0.9x on MLP games; see ``CHANGELOG.md``, issue 32).
+        evaluations; its gain does not fade with the budget (measurements in ``CHANGELOG.md``,
+        issue 32).
     """
 
     controls_units: float = 2
