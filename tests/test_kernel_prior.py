@@ -15,7 +15,10 @@ import jaxshap
 from jaxshap.coalitions import Auto, kernel_plan
 from jaxshap.estimators import Hierarchical, Isotropic, RowPrior, kernel_shapley, kernel_solve
 from jaxshap._coalitions._host_sampling import host_coalitions
+from jaxshap._coalitions._kernel_design import plan_rows
+from jaxshap._estimators._control_variates import weighted_triple_kernel
 from jaxshap._estimators._kernel import third_order_ridge
+from jaxshap._estimators._kernel_solve import apply_operator, gls_apply, gls_operator, regression_rows
 from oracle import shapley_from_game
 
 
@@ -114,6 +117,36 @@ def test_hierarchical_fit_is_the_reweighted_ridge_regression(power, mix):
     assert np.isfinite(np.asarray(stderr)).all() and (np.asarray(stderr) > 0).all()
 
 
+
+def test_row_solve_applies_the_gls_without_forming_its_operators():
+    """``gls_apply`` (the per-row path) is the GLS written out in NumPy, ``phi = Delta / M + (D^T C^-1 D
+    + H_0)^-1 D^T C^-1 o`` with ``C = W^-1 + K``, and its standard error is that of the formed
+    ``U x U`` operators (``gls_operator``, whose leave-one-row-out diagonal it computes from ``L^-1``)."""
+    m, n = 9, 90
+    rng = np.random.default_rng(4)
+    plan = kernel_plan(m, n, "paired")
+    masks, weights = host_coalitions(np.asarray(jax.random.key_data(jax.random.key(5))), plan)
+    values = rng.normal(size=(n, 2)) + (2.0 * masks - 1.0) @ rng.normal(size=(m, 2))
+    v0, v1 = rng.normal(size=2), rng.normal(size=2)
+    with jax.enable_x64(True):
+        rows = regression_rows(jnp.asarray(masks), jnp.asarray(weights), plan_rows(plan), jnp.float64)
+        signs = 2.0 * rows.z - 1.0
+        kernel = weighted_triple_kernel(signs, signs, jnp.asarray(rng.uniform(0.1, 2.0, size=m))) / 7.0
+        h_first = float(rows.curvature) / (m * (m - 1)) * jnp.ones((m, m))
+        args = (plan, jnp.asarray(values), jnp.asarray(v0), jnp.asarray(v1))
+        phi, stderr = jax.jit(lambda k: gls_apply(rows, k, h_first, *args))(kernel)
+        phi_op, stderr_op = apply_operator(gls_operator(rows, kernel, h_first), *args)
+    first, second, a, b, _ = (np.asarray(x) for x in rows.statics)
+    r = values - v0 - masks.mean(1, keepdims=True) * (v1 - v0)
+    o = a[:, None] * r[first] + b[:, None] * r[second]
+    d = np.asarray(rows.design)
+    cinv = np.linalg.inv(np.diag(1.0 / np.asarray(rows.wu)) + np.asarray(kernel))
+    want = (v1 - v0) / m + np.linalg.solve(d.T @ cinv @ d + np.asarray(h_first), d.T @ cinv @ o)
+    np.testing.assert_allclose(np.asarray(phi), want, rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(np.asarray(phi_op), want, rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(np.asarray(stderr), np.asarray(stderr_op), rtol=1e-9)
+    assert (np.asarray(stderr) > 0).all()
+
 def test_hierarchical_is_exact_when_every_coalition_is_enumerated():
     m = 6
     rng = np.random.default_rng(4)
@@ -206,6 +239,9 @@ def test_prior_auto_follows_the_budget_and_bad_priors_are_refused():
     assert prior(units + 1) == "isotropic" and prior() == "isotropic"  # the default budget: one shared solve
     assert prior(2 * m + 2) == "isotropic"  # no controls at shap's smallest budget
     assert prior(5 * m, third_order=False) == "isotropic"
+    wide = Auto().prior_coalitions  # the cap whatever M: at M = 100, 32 M is above it
+    assert Auto().prior(100, int(wide), True) == "hierarchical" and Auto().prior(100, int(wide) + 1, True) == "isotropic"
+    assert Auto().prior(100, 2 * 100 + 2048, True) == "isotropic"  # the default budget keeps the shared solve
     assert prior(5 * m, prior="isotropic") == "isotropic" and prior(units + 1, prior="hierarchical") == "hierarchical"
     mine = Hierarchical(power=0.5, mix=0.1)
     assert prior(5 * m, prior=mine) is mine

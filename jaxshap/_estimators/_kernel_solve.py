@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.linalg import cho_factor, cho_solve
+from jax.scipy.linalg import cho_factor, cho_solve, solve_triangular
 
 from .._platform._host_lapack import spd_inverse
 from .._platform._lapack_order import after
@@ -269,6 +269,35 @@ def gls_operator(rows: RegressionRows, kernel, h_first, deps: Any = (), xp: Any 
 
 
 @full_precision
+def gls_apply(rows: RegressionRows, kernel, h_first, plan, values, v_empty, v_full, deps: Any = ()):
+    r"""``(phi, stderr)`` of one game by :func:`gls_operator`'s regression, its operators left unformed.
+
+    Equal to :func:`apply_operator` of :func:`gls_operator` (traced only), for a solve used by one
+    game: with ``L`` the Cholesky factor of ``I + W^{1/2} K W^{1/2}``, ``C^{-1} x = W^{1/2} L^{-T}
+    L^{-1} W^{1/2} x`` is applied to ``D`` and to the responses only, and the residual operator's
+    diagonal (the leave-one-row-out correction) is ``(w_u \lVert L^{-1} e_u \rVert^2 - (C^{-1} D G)_{uu})
+    / w_u``. One factorisation and one triangular inverse (about ``4/3 U^3``), where forming
+    ``C^{-1}`` and the ``U x U`` residual operator costs about ``7/3 U^3 + 2 U^2 M``.
+    """
+    design, wu = rows.design, rows.wu
+    u = wu.shape[0]
+    s = jnp.sqrt(wu)
+    white = s[:, None] * kernel * s[None, :] + jnp.eye(u, dtype=wu.dtype)
+    linv = solve_triangular(cho_factor(after(white, deps), lower=True)[0], jnp.eye(u, dtype=wu.dtype), lower=True)
+    cinv = lambda x: s[:, None] * (linv.T @ (linv @ (s[:, None] * x)))  # noqa: E731
+    cd = cinv(design)  # C^{-1} D
+    g = _centre(_spd_inverse(design.T @ cd + h_first, (), jnp) @ cd.T)  # [M, U]
+    op = KernelOperator(*rows.statics, g, None, None, None, None, None, rows.frac)
+    phi, o = estimate(op, values, v_empty, v_full)
+    o = o.astype(g.dtype)
+    e = (cinv(o) - cd @ (g @ o)) / wu[:, None]
+    hat = (wu * (linv * linv).sum(0) - (cd * g.T).sum(-1)) / wu
+    e = (e * _inflation(hat)[:, None]).astype(values.dtype)
+    psi = g.T.astype(values.dtype)[:, :, None] * e[:, None, :]  # [U, M, K]
+    return phi, _safe_sqrt(design_variance(plan, psi, op.unit))
+
+
+@full_precision
 def apply_operator(op: KernelOperator, plan, values, v_empty, v_full):
     """Estimate and standard error of one game from its coalition values (``[C, K]``).
 
@@ -381,7 +410,15 @@ def apply_plan(ops, plan, values, v_empty, v_full):
     The standard error is infinite where the plan (or this draw) does not identify the regression.
     """
     op, check, spans = ops
-    phi, stderr = apply_operator(op, plan, values, v_empty, v_full)
+    return plan_stderr((None, check, spans), plan, values, v_empty, v_full, *apply_operator(op, plan, values, v_empty, v_full))
+
+
+@full_precision
+def plan_stderr(ops, plan, values, v_empty, v_full, phi, stderr):
+    """``(phi, stderr)`` with :func:`apply_plan`'s checks on ``stderr``: the first-order ``check``
+    operator's larger one (pooled plans with controls), infinite where the plan or the draw does
+    not identify the regression (``ops`` as for :func:`apply_plan`; its first operator unused)."""
+    _, check, spans = ops
     if check is not None:
         stderr = jnp.maximum(stderr, apply_operator(check, plan, values, v_empty, v_full)[1])
     if not plan.identified:

@@ -124,7 +124,8 @@ class KernelExplainer(CoalitionExplainer):
         them (interactions follow main effects; tree models' interactions are sparse), at the
         price of a solve per row; or a :class:`jaxshap.estimators.RowPrior` instance. ``"auto"``
         (default) takes the hierarchical prior up to ``Auto.prior_units`` (32) coalitions per
-        feature, the isotropic one above (:meth:`jaxshap.coalitions.Auto.prior`). The attribute
+        feature and ``Auto.prior_coalitions`` (2048) in all, the isotropic one above
+        (:meth:`jaxshap.coalitions.Auto.prior`). The attribute
         ``prior`` holds the choice: a name when a name (or ``"auto"``) was given, else the instance.
       shared_coalitions: one draw of coalitions (and one factorisation) for all rows of a
         call (default ``True``), or an independent draw per row (``False``).

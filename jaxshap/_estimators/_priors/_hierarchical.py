@@ -22,11 +22,11 @@ Bayesian learning, Tipping, 2001, with the relevances read off the first-order f
 Fumagalli et al., 2026, selects a few odd terms from a tree proxy of the game for the same reason).
 
 Each row then solves its own generalised least-squares problem, covariance
-:math:`W^{-1} + \sum_T v_T r_T r_T^\top` (:func:`jaxshap._estimators._kernel_solve.gls_operator`),
+:math:`W^{-1} + \sum_T v_T r_T r_T^\top` (:func:`jaxshap._estimators._kernel_solve.gls_apply`),
 whose product-weighted kernel has a closed form
 (:func:`jaxshap._estimators._control_variates.weighted_triple_kernel`): ``O(U^2 M)`` for the
-kernel and a ``U x U`` factorisation per row (``U`` the regression rows, about half the
-coalitions). Like every prior it leaves the estimand alone: with every coalition enumerated the
+kernel and a ``U x U`` factorisation and triangular inverse per row (``U`` the regression rows,
+about half the coalitions). Like every prior it leaves the estimand alone: with every coalition enumerated the
 residualised terms are kernel-orthogonal to the first-order fit and the values are exact. The
 standard error is the row operator's (leave-one-unit-out sandwich, as for the shared operator),
 with the prior held at its fitted value.
@@ -45,7 +45,7 @@ import numpy as np
 from ..._coalitions._kernel_design import plan_rows
 from ..._core._validate import number
 from .._control_variates import odd_kernel, triple_mass, weighted_triple_kernel
-from .._kernel_solve import SMALL_RIDGE, RegressionRows, apply_plan, estimate, gls_operator, regression_rows
+from .._kernel_solve import SMALL_RIDGE, RegressionRows, estimate, gls_apply, plan_stderr, regression_rows
 from .._precision import full_precision
 from ._base import RowPrior
 
@@ -99,9 +99,11 @@ def feature_scales(phi: jax.Array, power: float) -> jax.Array:
 class Hierarchical(RowPrior):
     """Third-order variances in proportion to the product of the members' first-order sizes.
 
-    See the module docstring for the formula. Costs a ``U x U`` factorisation per row on top of
-    the shared operator, ``U`` about half the coalitions: the default (``prior="auto"``) takes it
-    only for budgets of up to :attr:`jaxshap.coalitions.Auto.prior_units` coalitions per feature.
+    See the module docstring for the formula. Costs a ``U x U`` factorisation and triangular
+    inverse per row on top of the shared operator, ``U`` about half the coalitions: the default
+    (``prior="auto"``) takes it only for budgets of up to
+    :attr:`jaxshap.coalitions.Auto.prior_units` coalitions per feature and
+    :attr:`jaxshap.coalitions.Auto.prior_coalitions` in all.
 
     Attributes:
       power: ``p``, the power of ``|phi_j|`` in the feature scales (``0``: the isotropic prior).
@@ -165,5 +167,6 @@ class Hierarchical(RowPrior):
         rows = RegressionRows(None, tuple(op[:5]), None, parts.wu.astype(dtype), parts.design.astype(dtype), op.frac, curvature)
         # after the values and every factorisation of the draw's operators (one LAPACK call at a
         # time; see jaxshap._platform._lapack_order): the kernel follows op's through phi already
-        row_op = gls_operator(rows, kernel, h_first, deps=(values, v_empty, v_full, check, spans))
-        return apply_plan((row_op, check, spans), plan, values, v_empty, v_full)
+        deps = (values, v_empty, v_full, check, spans)
+        phi, stderr = gls_apply(rows, kernel, h_first, plan, values, v_empty, v_full, deps=deps)
+        return plan_stderr(ops, plan, values, v_empty, v_full, phi, stderr)
