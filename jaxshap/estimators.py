@@ -1,7 +1,9 @@
 """Estimator kernels, for research use: attributions from any value function.
 
 Each kernel works on one game ``v: [C, M] bool -> [C, ...]`` and knows nothing about models;
-``jax.vmap`` over rows makes a batch. The explainers are built on these.
+``jax.vmap`` over rows makes a batch. The explainers are built on these. KernelSHAP's priors on
+its third-order control variates are :class:`RowPrior` objects (:class:`Isotropic`,
+:class:`Hierarchical`, or a subclass of your own, registered by its ``name``).
 """
 
 from ._estimators._exact import exact_shapley
@@ -9,6 +11,7 @@ from ._estimators._interactions import INDICES, banzhaf_values, exact_interactio
 from ._estimators._kernel import kernel_shapley, kernel_solve
 from ._estimators._kernel_interactions import kernel_interactions
 from ._estimators._permutation import permutation_shapley
+from ._estimators._priors import Hierarchical, Isotropic, RowPrior
 
 __all__ = [
     "INDICES",
@@ -20,4 +23,7 @@ __all__ = [
     "kernel_shapley",
     "kernel_solve",
     "permutation_shapley",
+    "RowPrior",
+    "Isotropic",
+    "Hierarchical",
 ]

@@ -497,18 +497,22 @@ def test_shared_coalitions_are_one_draw_per_call():
     masks, weights = _draw("host", plan, key)
     masks = jnp.asarray(masks)
 
+    ex = jaxshap.KernelExplainer(model, bg, 40, shared_coalitions=True, third_order=True)
+    assert ex.prior == "hierarchical"  # a small budget: the per-row prior, on the shared draw's parts
+
     def shared_row(x):
         v = game(x, jnp.concatenate([ends, masks]))[:, None]
-        return kernel_solve(plan, masks, jnp.asarray(weights, jnp.float32), v[2:], v[0], v[1], third_order=True)
+        return kernel_solve(plan, masks, jnp.asarray(weights, jnp.float32), v[2:], v[0], v[1], third_order=True,
+                            prior=ex.prior)
 
-    expl = jaxshap.KernelExplainer(model, bg, 40, shared_coalitions=True, third_order=True)(X, key=key)
+    expl = ex(X, key=key)
     phi, se = jax.jit(jax.vmap(shared_row))(Xj)
     np.testing.assert_allclose(np.asarray(expl.values), np.asarray(phi)[..., 0], atol=1e-5)
     np.testing.assert_allclose(np.asarray(expl.stderr), np.asarray(se)[..., 0], atol=1e-5)
 
     # independent: row i draws its own coalitions in the program from fold_in(key, i)
     def row(k, x):
-        return kernel_shapley(k, partial(game, x), m, 40, third_order=True)[:2]
+        return kernel_shapley(k, partial(game, x), m, 40, third_order=True, prior=ex.prior)[:2]
 
     expl = jaxshap.KernelExplainer(model, bg, 40, shared_coalitions=False, third_order=True)(X, key=key)
     keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(len(X)))

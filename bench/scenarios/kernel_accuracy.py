@@ -25,7 +25,8 @@ from ._common import mlp_problem
 
 TITLE = (
     "KernelSHAP squared error vs exact values at equal budget (2M+2 to 20M coalitions): jaxshap defaults "
-    "(shared coalitions, third-order controls when the budget allows) and plain paired vs shap and shapiq "
+    "(shared coalitions, third-order controls with their hierarchical prior when the budget allows) and plain "
+    "paired vs shap and shapiq "
     "(1.8's approximators when bench/shapiq18/setup.sh has built their environment); "
     "MLP at M=12-16, XGBoost at M=30-100"
 )
@@ -121,19 +122,22 @@ def _shapiq18(kind, model, numpy_model, background, X, budgets, seed, quick) -> 
 
 
 def _jaxshap(model, background, X, budget, seed, m):
-    """jaxshap's defaults, plain paired and the defaults' controls with paired/leverage sizes:
-    squared errors are taken by the caller; returns ``(values by label, warm seconds by label, controls)``."""
-    values, secs, controls = {}, {}, None
+    """jaxshap's defaults, plain paired, the defaults' controls with paired/leverage sizes and with
+    the isotropic prior: squared errors are taken by the caller; returns ``(values by label, warm
+    seconds by label, controls, prior)``."""
+    values, secs, controls, prior = {}, {}, None, None
     # "sizes": the defaults' controls with the paired or leverage sizes, to show what the design gives
     sizes = {"sampler": "leverage" if budget >= 10 * m else "paired"}
-    for label, kwargs in (("default", {}), ("plain", {"third_order": False}), ("sizes", sizes)):
+    variants = (("default", {}), ("plain", {"third_order": False}), ("sizes", sizes), ("isotropic", {"prior": "isotropic"}))
+    for label, kwargs in variants:
         ex = jaxshap.KernelExplainer(model, background, budget, **kwargs)
         controls = ex.third_order if controls is None else controls
+        prior = ex.prior if prior is None else prior
         np.asarray(ex(X, key=jax.random.key(seed)).values)  # compile and draw the plan
         t0 = time.perf_counter()
         values[label] = np.asarray(ex(X, key=jax.random.key(seed)).values, np.float64)
         secs[label] = time.perf_counter() - t0
-    return values, secs, controls
+    return values, secs, controls, prior
 
 
 def _cells(kind, m, budgets, seeds, n_bg, n_rows, quick):
@@ -148,7 +152,7 @@ def _cells(kind, m, budgets, seeds, n_bg, n_rows, quick):
             numpy_model = model
         newer = _shapiq18(kind, xgb, numpy_model, background, X, budgets, seed, quick)
         for j, budget in enumerate(budgets):
-            values, secs, controls = _jaxshap(model, background, X, budget, seed, m)
+            values, secs, controls, prior = _jaxshap(model, background, X, budget, seed, m)
             err = {f"jaxshap {k}": float(((v - exact) ** 2).mean()) for k, v in values.items()}
             t0 = time.perf_counter()
             err["shap"] = float(((_shap_values(numpy_model, background, X, budget, seed) - exact) ** 2).mean())
@@ -162,7 +166,7 @@ def _cells(kind, m, budgets, seeds, n_bg, n_rows, quick):
             for i, name in enumerate(newer.get("methods", ())):
                 err[f"shapiq18 {name}"] = float(((newer["values"][i, j] - exact) ** 2).mean())
                 secs[f"shapiq18 {name}"] = float(newer["seconds"][i, j])
-            rows.append({"model": kind, "M": m, "budget": budget, "seed": seed, "third_order": controls,
+            rows.append({"model": kind, "M": m, "budget": budget, "seed": seed, "third_order": controls, "prior": prior,
                          "errors": newer.get("errors", []), "version": newer.get("version"),
                          **err, **{f"s {k if k in err else 'jaxshap ' + k}": v for k, v in secs.items()}})
     return rows
@@ -193,13 +197,15 @@ def _summary(sel: list[dict]) -> dict:
         "M": sel[0]["M"],
         "budget": sel[0]["budget"],
         "controls on": sel[0]["third_order"],
+        "prior": sel[0]["prior"],
         "best other": best,
         "default / best other": mean("jaxshap default") / mean(best),
         "plain / default": mean("jaxshap plain") / mean("jaxshap default"),
         "paired/leverage sizes / default": mean("jaxshap sizes") / mean("jaxshap default"),
+        "isotropic prior / default": mean("jaxshap isotropic") / mean("jaxshap default"),
         "time default / plain": mean("s jaxshap default") / mean("s jaxshap plain"),
     }
-    names = ["jaxshap default", "jaxshap plain", "jaxshap sizes", *others]
+    names = ["jaxshap default", "jaxshap plain", "jaxshap sizes", "jaxshap isotropic", *others]
     mse = {f"mse {k}": mean(k) for k in names}
     secs = {f"s {k}": mean(f"s {k}") for k in names if f"s {k}" in sel[0]}
     return {**head, **mse, **secs}
@@ -238,7 +244,8 @@ def run(quick: bool = False) -> dict:
             "(this environment's): KernelSHAP (pairing trick) and PermutationSamplingSV."
         ),
         "paired/leverage sizes: the default's controls with sizes as sampler='paired' (below 10M) or "
-        "'leverage' (from 10M).",
+        "'leverage' (from 10M). isotropic prior: the default's controls and sizes with prior='isotropic' "
+        "(one shared solve; the default takes the hierarchical prior up to 32 coalitions per feature).",
         "s X: wall seconds of method X on the cell's rows (jaxshap warm, its plan cached; the XGBoost "
         "model runs on the host for every method). time default / plain: jaxshap defaults over "
         "third_order=False.",

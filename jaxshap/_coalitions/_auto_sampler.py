@@ -1,4 +1,5 @@
-"""``sampler="auto"``: the rule that picks KernelSHAP's design, and whether the controls are on, from the budget."""
+"""``sampler="auto"``: the rule that picks KernelSHAP's design, whether the controls are on and their
+prior, from the budget."""
 
 from __future__ import annotations
 
@@ -30,11 +31,25 @@ class Auto:
         paired sampling.
       middle_terms: coalitions per third-order term up to which, with the controls on, the
         middle design is taken.
+      prior_units: coalitions per feature up to which, with the controls on, ``prior="auto"``
+        takes the hierarchical prior of the third-order terms (a solve per row,
+        :class:`jaxshap.estimators.Hierarchical`); above it, the isotropic one (one solve shared by
+        every row). Its gain does not fade with the budget (measurements in ``CHANGELOG.md``,
+        issue 32); its cost does not either, hence also ``prior_coalitions``.
+      prior_coalitions: the most coalitions for which ``prior="auto"`` takes the hierarchical
+        prior, whatever ``M``. The per-row solve factorises and inverts a matrix of about
+        ``budget / 2`` rows and columns (about ``budget^3 / 6`` flops), which grows faster than
+        the row's model evaluations (``budget`` times the background); from about a thousand
+        coalitions it costs more than a small network's evaluations on 100 background rows.
+        The default, 2048, keeps the default budget ``2 M + 2048`` on the shared solve for every
+        ``M``.
     """
 
     controls_units: float = 2
     leverage_units: float = 10
     middle_terms: float = 1.5
+    prior_units: float = 32
+    prior_coalitions: float = 2048
     name = "auto"
 
     def __post_init__(self):
@@ -49,6 +64,18 @@ class Auto:
         if n_coalitions <= self.middle_terms * math.comb(m, 3):
             return Middle()
         return Leverage() if n_coalitions >= self.leverage_units * m else Paired()
+
+    def prior(self, n_features: int, n_coalitions: int, controls: bool) -> str:
+        """The name of the prior ``prior="auto"`` takes: ``"hierarchical"`` with the controls on, at
+        most ``prior_units`` coalitions per feature and ``prior_coalitions`` in all, and some left
+        unevaluated, else ``"isotropic"`` (a budget that covers every coalition is exact under
+        either)."""
+        m = n_features
+        sampled = n_coalitions < 2**m - 2
+        small = n_coalitions <= min(self.prior_units * m, self.prior_coalitions)
+        if controls and m >= 3 and sampled and small:
+            return "hierarchical"
+        return "isotropic"
 
     def wants_controls(self, n_features: int, n_coalitions: int, sampler: str | Sampler | None = None) -> bool:
         """Whether ``third_order="auto"`` turns the controls on: the plan of ``sampler`` (paired

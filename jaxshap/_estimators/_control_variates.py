@@ -128,3 +128,51 @@ def odd_kernel(ua, ub, order: int):
 def n_controls(n_features: int, order: int) -> int:
     """Number of Walsh terms of one order: ``C(M, order)``."""
     return math.comb(n_features, order)
+
+
+@full_precision
+def weighted_triple_kernel(ua, ub, scales):
+    r"""``sum_{|T| = 3} a_T r_T(a) r_T(b)`` with product weights :math:`a_T = \prod_{j \in T} a_j`: ``[A, B]``.
+
+    The third-order :func:`odd_kernel` with a weight per feature (``scales [M]``, ``a_j >= 0``);
+    all ones gives :func:`odd_kernel` of order 3. With :math:`w = a \circ u_a \circ u_b`, power
+    sums :math:`P_1 = \sum_j a_j u_{aj} u_{bj}`, :math:`S_2 = \sum_j a_j^2`,
+    :math:`P_3 = \sum_j a_j^3 u_{aj} u_{bj}`, and :math:`e_k(x)` the elementary symmetric
+    polynomials of the row :math:`x = a \circ u_a`:
+
+    .. math::
+
+        \sum_T a_T u_T(a) u_T(b) = e_3(w) = \tfrac16 (P_1^3 - 3 P_1 S_2 + 2 P_3),
+
+        \sum_T a_T u_T(a) \sum_{j \in T} u_j(b) = e_2(x) P_1 - e_1(x) \textstyle\sum_j a_j^2 u_{bj} + P_3,
+
+        \sum_T a_T \sum_{i \in T} u_i(a) \sum_{j \in T} u_j(b) = u_a^\top Q u_b, \quad
+        Q_{ij} = a_i a_j (E_1 - a_i - a_j) \ (i \ne j), \quad Q_{ii} = a_i (E_2 - a_i E_1 + a_i^2),
+
+    (Newton's identities, with :math:`u^2 = 1`; :math:`E_1, E_2` the elementary symmetric
+    polynomials of ``a``), collected as for :func:`odd_kernel`: three ``[A, M] x [M, B]``
+    products whatever ``M``.
+    """
+    xp = _namespace(ua)
+    a = scales.astype(ua.dtype)
+    a2 = a * a
+    p1 = (ua * a) @ ub.T
+    p3 = (ua * (a2 * a)) @ ub.T
+    s2 = a2.sum()
+    e1_a, e1_b = ua @ a, ub @ a
+    q_a, q_b = ua @ a2, ub @ a2
+    e2_a, e2_b = (e1_a * e1_a - s2) / 2, (e1_b * e1_b - s2) / 2
+    cubic = (p1 * p1 * p1 - 3.0 * s2 * p1 + 2.0 * p3) / 6.0
+    # both cross terms: sum_T a_T u_T(a) sum_{j in T} u_j(b), and the same with a and b swapped
+    cross = (e2_a[:, None] + e2_b[None, :]) * p1 - e1_a[:, None] * q_b[None, :] - q_a[:, None] * e1_b[None, :] + 2.0 * p3
+    total, pairs = a.sum(), (a.sum() ** 2 - s2) / 2
+    q = a[:, None] * a[None, :] * (total - a[:, None] - a[None, :])
+    eye = xp.eye(a.shape[0], dtype=ua.dtype)
+    q = q * (1.0 - eye) + eye * (a * (pairs - a * total + a2))[:, None]
+    return cubic - cross / 3.0 + ((ua @ q) @ ub.T) / 9.0
+
+
+def triple_mass(scales):
+    r""":math:`\sum_{|T| = 3} \prod_{j \in T} a_j = e_3(a)`, the weights' total (``C(M, 3)`` for ones)."""
+    s1, s2, s3 = scales.sum(), (scales * scales).sum(), (scales * scales * scales).sum()
+    return (s1 * s1 * s1 - 3.0 * s1 * s2 + 2.0 * s3) / 6.0

@@ -57,8 +57,8 @@ def _key_bits(key: jax.Array) -> np.ndarray:
         return np.asarray(_raw_bits(key), np.uint32)
 
 
-def _cache_key(bits: np.ndarray, plan, controls: tuple, dtype: np.dtype) -> tuple:
-    return (bits.tobytes(), bits.shape, plan, controls, dtype.str)
+def _cache_key(bits: np.ndarray, plan, controls: tuple, dtype: np.dtype, prior=None) -> tuple:
+    return (bits.tobytes(), bits.shape, plan, controls, dtype.str, prior)
 
 
 def _cached(cache_key: tuple) -> list[jax.Array] | None:
@@ -69,8 +69,9 @@ def _cached(cache_key: tuple) -> list[jax.Array] | None:
     return None
 
 
-def host_plan(key_bits: np.ndarray, plan: KernelPlan, controls: tuple, dtype) -> list[jax.Array]:
-    """The leaves of one key's shared draw, ``(masks, plan_operators(...))``, computed with NumPy (cached).
+def host_plan(key_bits: np.ndarray, plan: KernelPlan, controls: tuple, dtype, prior=None) -> list[jax.Array]:
+    """The leaves of one key's shared draw, ``(masks, plan_operators(...), prior.parts(...))``, computed
+    with NumPy (cached; the parts are ``None`` without a ``prior``, see :mod:`._priors`).
 
     Everything is computed in float64 and rounded to ``dtype`` (the model's floating dtype) at
     the end; the leaves are kept on the default device, so a repeated call transfers nothing.
@@ -80,15 +81,16 @@ def host_plan(key_bits: np.ndarray, plan: KernelPlan, controls: tuple, dtype) ->
     """
     bits = np.asarray(key_bits, np.uint32)
     dtype = np.dtype(dtype)
-    cache_key = _cache_key(bits, plan, controls, dtype)
+    cache_key = _cache_key(bits, plan, controls, dtype, prior)
     leaves = _cached(cache_key)
     if leaves is not None:
         return leaves
     with single_threaded_blas():
         masks, weights = host_coalitions(bits, plan)
         ops = plan_operators(plan, masks, weights, controls, dtype=np.float64, xp=np)
-    leaves = [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves((masks, ops))]
-    structs, _ = _structure(plan, controls, dtype.str)
+        parts = None if prior is None else prior.parts(plan, masks, weights, controls, dtype=np.float64, xp=np)
+    leaves = [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves((masks, ops, parts))]
+    structs, _ = _structure(plan, controls, dtype.str, prior)
     leaves = [jax.device_put(leaf.astype(s.dtype, copy=False)) for leaf, s in zip(leaves, structs)]
     with _lock:
         _cache[cache_key] = leaves
@@ -98,20 +100,21 @@ def host_plan(key_bits: np.ndarray, plan: KernelPlan, controls: tuple, dtype) ->
 
 
 @static_cache(64)
-def _structure(plan: KernelPlan, controls: tuple, dtype: str):
-    """The leaves' ``jax.ShapeDtypeStruct`` and the tree of ``(masks, plan_operators(...))``."""
+def _structure(plan: KernelPlan, controls: tuple, dtype: str, prior=None):
+    """The leaves' ``jax.ShapeDtypeStruct`` and the tree of ``(masks, plan_operators(...), parts)``."""
     masks = jax.ShapeDtypeStruct((plan.n_coalitions, plan.n_features), jnp.bool_)
-    return jax.tree_util.tree_flatten((masks, operator_shapes(plan, controls, jnp.dtype(dtype))))
+    parts = None if prior is None else prior.parts_shapes(plan, controls, jnp.dtype(dtype))
+    return jax.tree_util.tree_flatten((masks, operator_shapes(plan, controls, jnp.dtype(dtype)), parts))
 
 
-def plan_leaves(key: jax.Array, plan: KernelPlan, controls: tuple = (), *, dtype=jnp.float32) -> tuple[jax.Array, ...]:
+def plan_leaves(key: jax.Array, plan: KernelPlan, controls: tuple = (), *, dtype=jnp.float32, prior=None) -> tuple[jax.Array, ...]:
     """The leaves of a concrete ``key``'s shared draw, to hand to the compiled program as arguments
     (:func:`shared_plan` rebuilds the draw from them): no callback in the program, so JAX's
     persistent compilation cache can store it."""
-    return tuple(host_plan(_key_bits(key), plan, tuple(controls), jnp.dtype(dtype)))
+    return tuple(host_plan(_key_bits(key), plan, tuple(controls), jnp.dtype(dtype), prior))
 
 
-def plan_leaves_soon(key: jax.Array, plan: KernelPlan, controls: tuple = (), *, dtype=jnp.float32):
+def plan_leaves_soon(key: jax.Array, plan: KernelPlan, controls: tuple = (), *, dtype=jnp.float32, prior=None):
     """:func:`plan_leaves`, started on a worker thread unless the draw is cached.
 
     Returns ``(leaves, None)`` for a cached draw, else ``(placeholders, future)``: NumPy zeros
@@ -120,7 +123,7 @@ def plan_leaves_soon(key: jax.Array, plan: KernelPlan, controls: tuple = (), *, 
     (:class:`jaxshap._engine._program.Deferred`); the two overlap on a multi-core CPU.
     """
     bits, controls, dtype = _key_bits(key), tuple(controls), jnp.dtype(dtype)
-    leaves = _cached(_cache_key(bits, plan, controls, np.dtype(dtype)))
+    leaves = _cached(_cache_key(bits, plan, controls, np.dtype(dtype), prior))
     if leaves is not None:
         return tuple(leaves), None
     with _lock:
@@ -132,16 +135,17 @@ def plan_leaves_soon(key: jax.Array, plan: KernelPlan, controls: tuple = (), *, 
 
     def work():
         with jax.enable_x64(x64):
-            return tuple(host_plan(bits, plan, controls, dtype))
+            return tuple(host_plan(bits, plan, controls, dtype, prior))
 
     future = executor.submit(work)
-    structs, _ = _structure(plan, controls, dtype.str)
+    structs, _ = _structure(plan, controls, dtype.str, prior)
     return tuple(np.zeros(s.shape, s.dtype) for s in structs), future
 
 
-def shared_plan(key: jax.Array, plan: KernelPlan, controls: tuple = (), *, dtype=jnp.float32, leaves=None):
-    """``(masks, ops)``, the shared draw of one call: the coalitions of ``plan`` drawn from ``key``
-    and their operators (as :func:`._kernel_solve.plan_operators` returns them), computed on the host.
+def shared_plan(key: jax.Array, plan: KernelPlan, controls: tuple = (), *, dtype=jnp.float32, leaves=None, prior=None):
+    """``(masks, ops, parts)``, the shared draw of one call: the coalitions of ``plan`` drawn from
+    ``key``, their operators (as :func:`._kernel_solve.plan_operators` returns them) and the
+    ``prior``'s parts (``None`` without one), computed on the host.
 
     The coalitions follow the plan's distribution (strata, pairs, weights) exactly as
     :func:`jaxshap.coalitions.sample_kernel_coalitions`, from another random stream; the
@@ -152,17 +156,18 @@ def shared_plan(key: jax.Array, plan: KernelPlan, controls: tuple = (), *, dtype
       plan: the :class:`~jaxshap.coalitions.KernelPlan`.
       controls: ``((order, rho), ...)``, as for :func:`._kernel_solve.kernel_operator`.
       dtype: floating dtype of the operators.
+      prior: a :class:`jaxshap.estimators.RowPrior` whose parts join the draw (``None``: none).
       leaves: the draw's leaves from :func:`plan_leaves` (program arguments), when the caller
         had the key concretely; otherwise the draw is fetched from the program through
         :func:`jax.pure_callback` (works for a traced key, but a program with a callback is not
         stored in the persistent compilation cache).
     """
     dtype = jnp.dtype(dtype)
-    structs, treedef = _structure(plan, tuple(controls), dtype.str)
+    structs, treedef = _structure(plan, tuple(controls), dtype.str, prior)
     if leaves is None:
 
         def callback(bits):
-            return [np.asarray(leaf) for leaf in host_plan(bits, plan, tuple(controls), dtype)]
+            return [np.asarray(leaf) for leaf in host_plan(bits, plan, tuple(controls), dtype, prior)]
 
         leaves = jax.pure_callback(callback, structs, _raw_bits(key), vmap_method="sequential")
     return jax.tree_util.tree_unflatten(treedef, list(leaves))
@@ -174,23 +179,26 @@ class SharedCoalitions:
 
     An explainer's one entry point to this module: :meth:`prefetch` starts a concrete key's
     draw on the host before the program runs (on a worker thread while it compiles), and
-    :meth:`draw` gives the program ``(masks, ops)``, from those leaves or, for a traced key,
-    through a callback.
+    :meth:`draw` gives the program ``(masks, ops, parts)``, from those leaves or, for a traced
+    key, through a callback.
 
     Attributes:
       plan: the :class:`~jaxshap.coalitions.KernelPlan` whose coalitions are drawn.
       controls: ``((order, rho), ...)``, the control variates of the operators.
       dtype: floating dtype of the operators (the model's).
+      prior: the :class:`jaxshap.estimators.RowPrior` whose per-row step uses the draw (its
+        :meth:`~jaxshap.estimators.RowPrior.parts` join the draw), or ``None``.
     """
 
     plan: KernelPlan
     controls: tuple = ()
     dtype: Any = np.dtype(np.float32)
+    prior: Any = None
 
     def prefetch(self, key: jax.Array):
         """``(leaves, None)`` for a cached draw, else ``(placeholders, future)`` (:func:`plan_leaves_soon`)."""
-        return plan_leaves_soon(key, self.plan, self.controls, dtype=self.dtype)
+        return plan_leaves_soon(key, self.plan, self.controls, dtype=self.dtype, prior=self.prior)
 
     def draw(self, key: jax.Array, leaves=None):
-        """``(masks, ops)`` for ``key``, from :meth:`prefetch`'s leaves when given (:func:`shared_plan`)."""
-        return shared_plan(key, self.plan, self.controls, dtype=self.dtype, leaves=leaves)
+        """``(masks, ops, parts)`` for ``key``, from :meth:`prefetch`'s leaves when given (:func:`shared_plan`)."""
+        return shared_plan(key, self.plan, self.controls, dtype=self.dtype, leaves=leaves, prior=self.prior)

@@ -13,8 +13,9 @@ from .._coalitions._kernel_design import KernelPlan
 from .._coalitions._kernel_plan import kernel_plan
 from .._coalitions._kernel_sampling import sample_coalitions
 from ._control_variates import walsh_controls
-from ._kernel_solve import _safe_sqrt, apply_plan, plan_operators  # noqa: F401  (_safe_sqrt: used by _kernel_interactions)
+from ._kernel_solve import _safe_sqrt, plan_operators  # noqa: F401  (_safe_sqrt: used by _kernel_interactions)
 from ._precision import full_precision
+from ._priors import RowPrior
 
 ValueFn = Callable[[jax.Array], jax.Array]
 
@@ -80,6 +81,7 @@ def kernel_solve(
     *,
     third_order: bool = False,
     controls: tuple[tuple[int, float], ...] | None = None,
+    prior: str | RowPrior = "isotropic",
 ) -> tuple[jax.Array, jax.Array]:
     r"""Solve the constrained Shapley regression from sampled coalitions of one game.
 
@@ -107,7 +109,10 @@ def kernel_solve(
     soak up that part of the residual (a regression adjustment of the Monte Carlo estimate;
     Pelegrina et al., 2023; Witter et al., 2025). Up to ``C(M, k)`` extra columns are added
     explicitly; beyond that the same fit is done in kernel form, a ``C x C`` factorisation.
-    ``third_order=True`` means ``controls=((3, third_order_ridge(M)),)``.
+    ``third_order=True`` means ``controls=((3, third_order_ridge(M)),)``. The ``prior`` sets the
+    variances of the third-order coefficients: the same for every term (``"isotropic"``, a fixed
+    linear operator of the values) or following the game's own first-order estimate
+    (``"hierarchical"``, :class:`jaxshap.estimators.Hierarchical`, a second solve).
 
     The standard error is the linearised (sandwich) variance of the whole fit under the
     stratified sampling design, with leverage-corrected residuals (see
@@ -121,18 +126,20 @@ def kernel_solve(
       v_empty, v_full: ``[K]`` values of the empty and the full coalition.
       third_order: add the third-order control variates (static).
       controls: ``((order, relative_ridge), ...)`` instead of ``third_order`` (static).
+      prior: a :class:`jaxshap.estimators.RowPrior` or the name of a registered one (static).
 
     Returns:
       ``(phi, stderr)``, both ``[M, K]``.
     """
     if controls is None:
         controls = ((3, third_order_ridge(masks.shape[-1])),) if third_order else ()
+    prior = RowPrior.resolve(prior)
     # Factorise once the values are in: the game may run LAPACK itself (a Gaussian masker's
     # conditioning, a model's own solves), and batched LAPACK calls side by side can deadlock
     # XLA's CPU thread pool (jaxshap._platform._lapack_order).
     ops = plan_operators(plan, masks, weights, tuple(controls), dtype=values.dtype, deps=(values, v_empty, v_full))
-    phi, stderr = apply_plan(ops, plan, values, v_empty, v_full)
-    return phi, stderr
+    parts = prior.parts(plan, masks, weights, tuple(controls), dtype=values.dtype, xp=jnp)
+    return prior.apply(ops, parts, plan, values, v_empty, v_full)
 
 
 def kernel_shapley(
@@ -144,6 +151,7 @@ def kernel_shapley(
     sampler: str = "paired",
     third_order: bool = False,
     controls: tuple[tuple[int, float], ...] | None = None,
+    prior: str | RowPrior = "isotropic",
 ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
     r"""Shapley values of one game by KernelSHAP (Lundberg & Lee, 2017), with an exact
     efficiency constraint and standard errors.
@@ -175,6 +183,7 @@ def kernel_shapley(
         :func:`kernel_solve`). Same evaluations, far lower error for ``M`` up to about 16.
       controls: ``((order, relative_ridge), ...)``, the control variates in full (static; see
         :func:`kernel_solve`); overrides ``third_order``.
+      prior: the prior of the third-order coefficients (static; see :func:`kernel_solve`).
 
     Returns:
       ``(phi, stderr, v_empty, v_full)``: ``phi`` and ``stderr`` of shape ``[M, ...]`` (``stderr``
@@ -195,6 +204,6 @@ def kernel_shapley(
     flat = v[2:].reshape(v.shape[0] - 2, -1)
     phi, stderr = kernel_solve(
         plan, masks, weights.astype(v.dtype), flat, v0.reshape(-1), v1.reshape(-1), third_order=third_order,
-        controls=controls,
+        controls=controls, prior=prior,
     )
     return phi.reshape((m,) + tail), stderr.reshape((m,) + tail), v0, v1

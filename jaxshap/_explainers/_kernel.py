@@ -15,7 +15,7 @@ from .._core._inputs import is_traced
 from .._engine._program import Deferred
 from .._estimators._kernel import kernel_shapley, third_order_ridge
 from .._estimators._host_plan import SharedCoalitions
-from .._estimators._kernel_solve import apply_plan
+from .._estimators._priors import RowPrior
 from .._coalitions._auto_sampler import Auto
 from .._coalitions._kernel_layers import max_coalitions as all_coalitions
 from .._coalitions._kernel_layers import min_coalitions
@@ -61,7 +61,8 @@ class KernelExplainer(CoalitionExplainer):
     **Shared coalitions** (default). The coalitions depend only on the key, so one draw serves
     every row of a call (and of every block, chunk and device: results do not depend on them);
     the regression, with its control variates, is factorised once and each row's solve is a
-    matrix product, so the controls cost little beyond the model evaluations. The estimate of
+    matrix product, so the controls cost little beyond the model evaluations (with the
+    hierarchical prior of small budgets, each row also solves its own small regression). The estimate of
     each row is the same estimator as with independent draws (its ``stderr`` is valid row by
     row), but errors are correlated across rows: pass ``shared_coalitions=False`` for
     independent draws per row (row ``i`` uses ``fold_in(key, i)``; then each row factorises its
@@ -116,6 +117,16 @@ class KernelExplainer(CoalitionExplainer):
         plan samples at least ``2 M`` coalitions (below that the few sampled pairs cannot fit
         it; :attr:`jaxshap.coalitions.Auto.controls_units`); ``True`` always. See
         ``bench/scenarios/kernel_accuracy.py`` for measured gains.
+      prior: the prior of the third-order coefficients (with the controls on): ``"isotropic"``,
+        one variance for every term and one solve for all rows; ``"hierarchical"``
+        (:class:`jaxshap.estimators.Hierarchical`), variances that follow each row's own
+        first-order estimate, so the terms among the row's strongest features carry most of
+        them (interactions follow main effects; tree models' interactions are sparse), at the
+        price of a solve per row; or a :class:`jaxshap.estimators.RowPrior` instance. ``"auto"``
+        (default) takes the hierarchical prior up to ``Auto.prior_units`` (32) coalitions per
+        feature and ``Auto.prior_coalitions`` (2048) in all, the isotropic one above
+        (:meth:`jaxshap.coalitions.Auto.prior`). The attribute
+        ``prior`` holds the choice: a name when a name (or ``"auto"``) was given, else the instance.
       shared_coalitions: one draw of coalitions (and one factorisation) for all rows of a
         call (default ``True``), or an independent draw per row (``False``).
       tolerance: the convergence threshold of ``"auto"`` (default 0.01).
@@ -131,7 +142,8 @@ class KernelExplainer(CoalitionExplainer):
 
     Raises:
       ValueError: for a budget that is not an integer, ``None`` or ``"auto"``, or below the
-        minimum; for an unknown sampler, a ``third_order`` that is not a bool or ``"auto"``, a
+        minimum; for an unknown sampler or prior, a ``third_order`` that is not a bool or
+        ``"auto"``, a prior other than the isotropic one without the controls, a
         ``shared_coalitions`` that is not a bool, or a non-positive tolerance.
     """
 
@@ -145,6 +157,7 @@ class KernelExplainer(CoalitionExplainer):
         *,
         sampler: str | Sampler | Auto = "auto",
         third_order: bool | str = "auto",
+        prior: str | RowPrior = "auto",
         shared_coalitions: bool = True,
         tolerance: float = 0.01,
         max_coalitions: int | None = None,
@@ -185,8 +198,8 @@ class KernelExplainer(CoalitionExplainer):
                 f"`max_coalitions` ({max_coalitions}) must be at least one round of {self.n_coalitions} coalitions."
             )
         self.max_coalitions = max_coalitions
+        rule = choice if isinstance(choice, Auto) else Auto()
         if third_order == "auto":
-            rule = choice if isinstance(choice, Auto) else Auto()
             third_order = rule.wants_controls(m, self.n_coalitions, None if isinstance(choice, Auto) else choice)
         elif not isinstance(third_order, bool):
             raise ValueError(f"`third_order` must be True, False or 'auto'; got {third_order!r}.")
@@ -197,6 +210,22 @@ class KernelExplainer(CoalitionExplainer):
         self.shared_coalitions = flag(shared_coalitions, "shared_coalitions")
         self.third_order = bool(third_order) and m >= 3
         self.controls = ((3, third_order_ridge(m)),) if self.third_order else ()
+        self.prior, self._prior = self._prior_choice(prior, rule)
+
+    def _prior_choice(self, prior: Any, rule: Auto) -> tuple[Any, RowPrior]:
+        """``(attribute, instance)`` of ``prior=``: ``"auto"`` asks the rule (a name), a name stays a
+        name, an instance stays the instance; without the controls the prior is isotropic."""
+        if isinstance(prior, str) and prior == "auto":
+            prior = rule.prior(self.n_features, self.n_coalitions, self.third_order)
+        chosen = RowPrior.resolve(prior, others=("auto",))
+        if self.third_order:
+            chosen.check_controls(self.controls)
+        elif chosen.name != "isotropic":
+            raise ValueError(
+                f"`prior` {prior!r} sets the variances of the third-order control variates, which are off: "
+                "pass third_order=True (or 'auto' with a budget of at least 2 M sampled coalitions), or prior='auto'."
+            )
+        return (chosen.name if isinstance(prior, str) else chosen), chosen
 
     def _check_n_features(self, n_features: int) -> None:
         if self.masker.attribution != SHAPLEY:  # the regression estimates Shapley values only
@@ -216,23 +245,27 @@ class KernelExplainer(CoalitionExplainer):
         row: a row holds its coalition values, their paired responses and residuals, and its
         per-unit influence terms ``[C / 2, M, K]`` for the standard error. With independent
         draws each row also holds its masks, the design (with the ``C(M, 3)`` third-order columns
-        when on), its weighted copy and the Gram matrix with its factor. Past as many third-order columns as coalitions the solve is in kernel form, whose matrices
-        are rows x rows.
+        when on), its weighted copy and the Gram matrix with its factor. Past as many third-order
+        columns as coalitions the solve is in kernel form, whose matrices are rows x rows. A
+        prior with a per-row solve (the hierarchical one) holds its own rows x rows matrices (its
+        kernel, factor, inverse and residual operator) in every case.
         """
         c, m, k = self._coalitions_per_row(), self.n_features, self.model.n_outputs
         itemsize = np.dtype(self.masker.dtype).itemsize
+        own = itemsize * (6 * (c // 2 + 1) ** 2 + 4 * c * m // 2) if self._prior.name != "isotropic" else 0
         if self.shared_coalitions:
-            return itemsize * k * (3 * c + c * m // 2)
+            return itemsize * k * (3 * c + c * m // 2) + own
         t = m * (m - 1) * (m - 2) // 6 if self.third_order else 0
         if t and m + t > c:
             # kernel form (jaxshap._estimators._kernel_solve.kernel_operator): matrices of
             # regression rows x rows (at most C of them) instead of the C(M, 3) columns
-            return c * m + itemsize * (c * (4 * m + 3 * k) + 5 * c * c)
-        return c * m + itemsize * (c * (4 * m + 3 * t + 3 * k) + 3 * (m + t) ** 2)
+            return c * m + itemsize * (c * (4 * m + 3 * k) + 5 * c * c) + own
+        return c * m + itemsize * (c * (4 * m + 3 * t + 3 * k) + 3 * (m + t) ** 2) + own
 
     def _estimate(self, key, value_fn):
         phi, stderr, v0, _ = kernel_shapley(
-            key, value_fn, self.n_features, self.n_coalitions, sampler=self.sampler, controls=self.controls
+            key, value_fn, self.n_features, self.n_coalitions, sampler=self.sampler, controls=self.controls,
+            prior=self._prior,
         )
         return phi, v0, stderr
 
@@ -243,22 +276,23 @@ class KernelExplainer(CoalitionExplainer):
         device) sees the same ones; the draw and the factorisation are made on the host
         (:meth:`_call_core` attaches them for a concrete key, else
         :meth:`~jaxshap._estimators._host_plan.SharedCoalitions.draw` fetches them); each row then costs
-        its model evaluations and two matrix products. ``shared_coalitions=False`` draws each
-        row's own coalitions from ``fold_in(key, row)`` instead (the base class's path).
+        its model evaluations and two matrix products, or, with the hierarchical prior, its own
+        solve too (:meth:`jaxshap.estimators.RowPrior.apply`). ``shared_coalitions=False`` draws
+        each row's own coalitions from ``fold_in(key, row)`` instead (the base class's path).
         """
         m = self.n_features
         if not self.shared_coalitions or m == 1:
             return super()._explain_keyed(X, key, index, rows_per_chunk, coalitions_per_chunk, n_valid)
         shared = self._shared_coalitions()
-        masks, ops = shared.draw(key, getattr(self, "_shared_draw", None))
-        plan = shared.plan
+        masks, ops, parts = shared.draw(key, getattr(self, "_shared_draw", None))
+        plan, prior = shared.plan, self._prior
         every = jnp.concatenate([jnp.zeros((1, m), bool), jnp.ones((1, m), bool), masks], axis=0)
 
         def one_row(x):
             v = self._value_fn(x, coalitions_per_chunk)(every)
             tail = v.shape[1:]
             flat = v.reshape(v.shape[0], -1)
-            phi, stderr = apply_plan(ops, plan, flat[2:], flat[0], flat[1])
+            phi, stderr = prior.apply(ops, parts, plan, flat[2:], flat[0], flat[1])
             return phi.reshape((m,) + tail), v[0], stderr.reshape((m,) + tail)
 
         return map_chunks(jax.vmap(one_row), X, rows_per_chunk, n_valid)
@@ -284,9 +318,11 @@ class KernelExplainer(CoalitionExplainer):
         return Deferred(core, result)
 
     def _shared_coalitions(self) -> SharedCoalitions:
-        """The call's shared draw: the coalitions of this explainer's plan, and their operators."""
+        """The call's shared draw: the coalitions of this explainer's plan, their operators and the
+        prior's parts."""
         plan = kernel_plan(self.n_features, self.n_coalitions, self.sampler)
-        return SharedCoalitions(plan, self.controls, jnp.dtype(self.masker.dtype))
+        prior = None if self._prior.name == "isotropic" else self._prior
+        return SharedCoalitions(plan, self.controls, jnp.dtype(self.masker.dtype), prior)
 
     def _run(self, X, key, offset, devices, bar, blocked):
         """Explain validated rows (see :meth:`jaxshap.Explainer._run`), in rounds when ``"auto"``.

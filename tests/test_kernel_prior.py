@@ -1,0 +1,256 @@
+"""KernelSHAP's priors on the third-order controls: the hierarchical prior against NumPy oracles."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.linalg import null_space
+
+import jaxshap
+from jaxshap.coalitions import Auto, kernel_plan
+from jaxshap.estimators import Hierarchical, Isotropic, RowPrior, kernel_shapley, kernel_solve
+from jaxshap._coalitions._host_sampling import host_coalitions
+from jaxshap._coalitions._kernel_design import plan_rows
+from jaxshap._estimators._control_variates import weighted_triple_kernel
+from jaxshap._estimators._kernel import third_order_ridge
+from jaxshap._estimators._kernel_solve import apply_operator, gls_apply, gls_operator, regression_rows
+from oracle import shapley_from_game
+
+
+# --- oracles, written from the definitions -------------------------------------------------------
+def triples(m):
+    return np.array(list(itertools.combinations(range(m), 3)), dtype=int)
+
+
+def residualised_terms(masks, m):
+    """``r_T(S) = u_T(S) - (u_a + u_b + u_c) / 3`` for every triple, ``[C, C(M, 3)]``, with ``u = 2 z - 1``."""
+    u = 2.0 * np.asarray(masks, np.float64) - 1.0
+    cols = u[:, triples(m)]
+    return cols.prod(-1) - cols.sum(-1) / 3
+
+
+def oracle_fit(masks, weights, values, v0, v1, variances, rho):
+    """The efficiency-constrained, kernel-weighted regression over the coalitions themselves, with
+    every residualised third-order term as an extra column whose coefficient has a ridge
+    ``1 / variance`` (``variances [C(M, 3)]`` in units of ``1 / lambda``, ``lambda = rho tr(D^T W D) / M``).
+
+    The constraint ``sum(phi) = v1 - v0`` is kept by writing ``phi = (v1 - v0) / M + B eta`` with
+    ``B`` an orthonormal basis of the directions orthogonal to ``1``; solved by the normal equations.
+    """
+    m = masks.shape[1]
+    z = np.asarray(masks, np.float64)
+    w = np.asarray(weights, np.float64) / np.sum(weights)
+    delta = v1 - v0
+    r = values - v0 - z.mean(1) * delta  # the response after the constraint's offset
+    d = z - z.mean(1, keepdims=True)
+    lam = rho * np.einsum("c,cm,cm->", w, d, d) / m
+    basis = null_space(np.ones((1, m)))
+    x = np.concatenate([d @ basis, residualised_terms(masks, m)], axis=1)
+    pen = np.concatenate([np.zeros(m - 1), lam / np.asarray(variances)])
+    coef = np.linalg.solve((x * w[:, None]).T @ x + np.diag(pen), (x * w[:, None]).T @ r)
+    return delta / m + basis @ coef[: m - 1]
+
+
+def oracle_hierarchical(masks, weights, values, v0, v1, rho, power, mix):
+    """The isotropic fit, its feature scales ``a_j = |phi_j|^p / mean |phi|^p``, then the fit with
+    variances ``mix + (1 - mix) a_T / mean(a_T)``, ``a_T`` the product over the triple."""
+    m = masks.shape[1]
+    t = triples(m)
+    phi = oracle_fit(masks, weights, values, v0, v1, np.ones(len(t)), rho)
+    a = np.abs(phi) ** power
+    a = a / a.mean()
+    a_t = a[t].prod(1)
+    return oracle_fit(masks, weights, values, v0, v1, mix + (1 - mix) * a_t / a_t.mean(), rho)
+
+
+# --- the kernel -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("xp", [np, jnp])
+def test_weighted_triple_kernel_is_the_sum_over_explicit_terms(xp):
+    from jaxshap._estimators._control_variates import odd_kernel, triple_mass, weighted_triple_kernel
+
+    rng = np.random.default_rng(0)
+    with jax.enable_x64(True):
+        for m in (3, 4, 9):
+            ma, mb = rng.random((7, m)) < 0.5, rng.random((5, m)) < 0.5
+            scales = rng.random(m) + 0.1
+            explicit = (residualised_terms(ma, m) * scales[triples(m)].prod(1)) @ residualised_terms(mb, m).T
+            ua, ub = (xp.asarray(2.0 * s - 1.0) for s in (ma, mb))
+            got = np.asarray(weighted_triple_kernel(ua, ub, xp.asarray(scales)))
+            np.testing.assert_allclose(got, explicit, rtol=1e-10, atol=1e-10)
+            ones = np.asarray(weighted_triple_kernel(ua, ub, xp.ones(m)))
+            np.testing.assert_allclose(ones, np.asarray(odd_kernel(ua, ub, 3)), rtol=1e-10, atol=1e-10)
+            assert math.isclose(float(triple_mass(xp.asarray(scales))), scales[triples(m)].prod(1).sum(), rel_tol=1e-12)
+
+
+# --- the fit ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("power,mix", [(1.0, 0.3), (0.5, 0.0), (2.0, 1.0)])
+def test_hierarchical_fit_is_the_reweighted_ridge_regression(power, mix):
+    """The per-row solve (paired rows, kernel form, closed-form kernel) equals the explicit ridge
+    regression over the coalitions with the prior's variances; ``mix = 1`` is the isotropic fit."""
+    m, n = 8, 70
+    rng = np.random.default_rng(2)
+    plan = kernel_plan(m, n, "middle")
+    masks, weights = host_coalitions(np.asarray(jax.random.key_data(jax.random.key(3))), plan)
+    values = rng.normal(size=n) + (2.0 * masks - 1.0) @ rng.normal(size=m)
+    v0, v1 = rng.normal(), rng.normal()
+    rho = third_order_ridge(m)
+    want = oracle_hierarchical(masks, weights, values, v0, v1, rho, power, mix)
+    with jax.enable_x64(True):
+        phi, stderr = kernel_solve(
+            plan, jnp.asarray(masks), jnp.asarray(weights), jnp.asarray(values)[:, None], jnp.asarray([v0]),
+            jnp.asarray([v1]), third_order=True, prior=Hierarchical(power=power, mix=mix),
+        )
+        iso = kernel_solve(
+            plan, jnp.asarray(masks), jnp.asarray(weights), jnp.asarray(values)[:, None], jnp.asarray([v0]),
+            jnp.asarray([v1]), third_order=True, prior="isotropic",
+        )[0]
+    np.testing.assert_allclose(np.asarray(phi)[:, 0], want, rtol=1e-7, atol=1e-9)
+    iso_want = oracle_fit(masks, weights, values, v0, v1, np.ones(math.comb(m, 3)), rho)
+    np.testing.assert_allclose(np.asarray(iso)[:, 0], iso_want, rtol=1e-7, atol=1e-9)
+    if mix < 1:
+        assert np.abs(want - iso_want).max() > 1e-3  # the prior does move the estimate
+    assert np.isfinite(np.asarray(stderr)).all() and (np.asarray(stderr) > 0).all()
+
+
+
+def test_row_solve_applies_the_gls_without_forming_its_operators():
+    """``gls_apply`` (the per-row path) is the GLS written out in NumPy, ``phi = Delta / M + (D^T C^-1 D
+    + H_0)^-1 D^T C^-1 o`` with ``C = W^-1 + K``, and its standard error is that of the formed
+    ``U x U`` operators (``gls_operator``, whose leave-one-row-out diagonal it computes from ``L^-1``)."""
+    m, n = 9, 90
+    rng = np.random.default_rng(4)
+    plan = kernel_plan(m, n, "paired")
+    masks, weights = host_coalitions(np.asarray(jax.random.key_data(jax.random.key(5))), plan)
+    values = rng.normal(size=(n, 2)) + (2.0 * masks - 1.0) @ rng.normal(size=(m, 2))
+    v0, v1 = rng.normal(size=2), rng.normal(size=2)
+    with jax.enable_x64(True):
+        rows = regression_rows(jnp.asarray(masks), jnp.asarray(weights), plan_rows(plan), jnp.float64)
+        signs = 2.0 * rows.z - 1.0
+        kernel = weighted_triple_kernel(signs, signs, jnp.asarray(rng.uniform(0.1, 2.0, size=m))) / 7.0
+        h_first = float(rows.curvature) / (m * (m - 1)) * jnp.ones((m, m))
+        args = (plan, jnp.asarray(values), jnp.asarray(v0), jnp.asarray(v1))
+        phi, stderr = jax.jit(lambda k: gls_apply(rows, k, h_first, *args))(kernel)
+        phi_op, stderr_op = apply_operator(gls_operator(rows, kernel, h_first), *args)
+    first, second, a, b, _ = (np.asarray(x) for x in rows.statics)
+    r = values - v0 - masks.mean(1, keepdims=True) * (v1 - v0)
+    o = a[:, None] * r[first] + b[:, None] * r[second]
+    d = np.asarray(rows.design)
+    cinv = np.linalg.inv(np.diag(1.0 / np.asarray(rows.wu)) + np.asarray(kernel))
+    want = (v1 - v0) / m + np.linalg.solve(d.T @ cinv @ d + np.asarray(h_first), d.T @ cinv @ o)
+    np.testing.assert_allclose(np.asarray(phi), want, rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(np.asarray(phi_op), want, rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(np.asarray(stderr), np.asarray(stderr_op), rtol=1e-9)
+    assert (np.asarray(stderr) > 0).all()
+
+def test_hierarchical_is_exact_when_every_coalition_is_enumerated():
+    m = 6
+    rng = np.random.default_rng(4)
+    table = rng.normal(size=2**m)
+    bits = 1 << np.arange(m)
+
+    def game(masks):
+        return jnp.asarray(table)[masks.astype(jnp.int32) @ jnp.asarray(bits)]
+
+    exact = shapley_from_game(lambda s: table[sum(1 << j for j in s)], m)
+    with jax.enable_x64(True):
+        run = jax.jit(lambda k: kernel_shapley(k, game, m, 2**m - 2, third_order=True, prior="hierarchical")[:2])
+        phi, stderr = run(jax.random.key(0))
+    np.testing.assert_allclose(np.asarray(phi), exact, rtol=1e-9, atol=1e-9)
+    np.testing.assert_array_equal(np.asarray(stderr), 0.0)
+
+
+def _hierarchical_game(m, rng, strength=0.3):
+    """A model whose interventional game at ``x = 1`` over the background ``-1`` is ``sum_j beta_j u_j
+    + sum_T c_T u_T`` with ``c_T`` proportional to the product of its members' ``beta`` (interactions
+    that follow the main effects); its exact Shapley values: ``2 beta_j + 2/3 sum_{T ni j} c_T``."""
+    beta = rng.normal(size=m) * (rng.random(m) < 0.5)
+    t = triples(m)
+    coef = strength * beta[t].prod(1)
+    tj, cj, bj = jnp.asarray(t), jnp.asarray(coef, jnp.float32), jnp.asarray(beta, jnp.float32)
+
+    def model(X):
+        return X @ bj + (X[:, tj].prod(-1) * cj).sum(-1)
+
+    exact = 2 * beta
+    np.add.at(exact, t.ravel(), np.repeat(2 * coef / 3, 3))
+    return model, -np.ones((1, m), np.float32), np.ones((1, m), np.float32), exact
+
+
+def test_hierarchical_prior_cuts_the_error_where_interactions_follow_the_main_effects():
+    """Same coalitions (same keys), same evaluations: on a game whose third-order terms follow its
+    main effects, the hierarchical prior leaves a fraction of the isotropic prior's squared error,
+    and its standard error still covers."""
+    m, n = 20, 200
+    model, background, x, exact = _hierarchical_game(m, np.random.default_rng(0))
+    errors, covered = {}, []
+    for prior in ("isotropic", "hierarchical"):
+        ex = jaxshap.KernelExplainer(model, background, n, prior=prior)
+        out = [ex(x, key=k) for k in range(8)]
+        phi = np.stack([np.asarray(o.values[0], np.float64) for o in out])
+        errors[prior] = float(((phi - exact) ** 2).mean())
+        if prior == "hierarchical":
+            se = np.stack([np.asarray(o.stderr[0], np.float64) for o in out])
+            covered = np.abs(phi - exact) <= 3 * se
+            assert 0.3 < (se**2).mean() / errors[prior] < 3, ((se**2).mean(), errors[prior])
+    assert errors["hierarchical"] < errors["isotropic"] / 3, errors
+    assert covered.mean() >= 0.9, covered.mean()
+
+
+def test_shared_and_independent_draws_use_the_same_prior():
+    """The shared path (parts computed on the host in float64) and the per-row path (traced) give
+    the same values for the same coalitions."""
+    from jaxshap._estimators._kernel_solve import plan_operators
+
+    m, n = 9, 60
+    rng = np.random.default_rng(7)
+    plan = kernel_plan(m, n, "middle")
+    masks, weights = host_coalitions(np.asarray(jax.random.key_data(jax.random.key(1))), plan)
+    values = jnp.asarray(rng.normal(size=(n, 2)) + (2.0 * masks - 1.0) @ rng.normal(size=(m, 2)), jnp.float32)
+    v0, v1 = jnp.asarray(rng.normal(size=2), jnp.float32), jnp.asarray(rng.normal(size=2), jnp.float32)
+    prior, controls = Hierarchical(), ((3, third_order_ridge(m)),)
+    ops = plan_operators(plan, masks, weights, controls, dtype=np.float64, xp=np)
+    parts = prior.parts(plan, masks, weights, controls, dtype=np.float64, xp=np)
+    cast = lambda tree: jax.tree_util.tree_map(  # noqa: E731
+        lambda a: jnp.asarray(a, jnp.float32) if np.asarray(a).dtype.kind == "f" else jnp.asarray(a), tree
+    )
+    host = prior.apply(cast(ops), cast(parts), plan, values, v0, v1)
+    traced = jax.jit(lambda v: kernel_solve(plan, jnp.asarray(masks), jnp.asarray(weights, jnp.float32), v, v0, v1,
+                                            third_order=True, prior=prior))(values)
+    for a, b in zip(host, traced):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-3, atol=2e-4 * float(np.abs(host[0]).max()))
+    np.testing.assert_allclose(np.asarray(host[0]).sum(0), np.asarray(v1 - v0), rtol=1e-4, atol=1e-5)  # efficiency
+
+
+# --- the choice ------------------------------------------------------------------------------------
+def test_prior_auto_follows_the_budget_and_bad_priors_are_refused():
+    m = 12
+    rng = np.random.default_rng(0)
+    w = jnp.asarray(rng.normal(size=(m, 4)), jnp.float32)
+    model = lambda X: jnp.tanh(X @ w).sum(-1)  # noqa: E731
+    bg = rng.normal(size=(5, m)).astype(np.float32)
+    prior = lambda budget=None, **kw: jaxshap.KernelExplainer(model, bg, budget, **kw).prior  # noqa: E731
+    units = int(Auto().prior_units * m)
+    assert prior(5 * m) == "hierarchical" and prior(units) == "hierarchical"
+    assert prior(units + 1) == "isotropic" and prior() == "isotropic"  # the default budget: one shared solve
+    assert prior(2 * m + 2) == "isotropic"  # no controls at shap's smallest budget
+    assert prior(5 * m, third_order=False) == "isotropic"
+    wide = Auto().prior_coalitions  # the cap whatever M: at M = 100, 32 M is above it
+    assert Auto().prior(100, int(wide), True) == "hierarchical" and Auto().prior(100, int(wide) + 1, True) == "isotropic"
+    assert Auto().prior(100, 2 * 100 + 2048, True) == "isotropic"  # the default budget keeps the shared solve
+    assert prior(5 * m, prior="isotropic") == "isotropic" and prior(units + 1, prior="hierarchical") == "hierarchical"
+    mine = Hierarchical(power=0.5, mix=0.1)
+    assert prior(5 * m, prior=mine) is mine
+    assert set(RowPrior.registered()) >= {"isotropic", "hierarchical"} and Isotropic().name == "isotropic"
+    with pytest.raises(ValueError, match="third-order control variates"):
+        jaxshap.KernelExplainer(model, bg, 5 * m, third_order=False, prior="hierarchical")
+    with pytest.raises(ValueError, match="`prior` must be one of"):
+        jaxshap.KernelExplainer(model, bg, 5 * m, prior="sparse")
+    with pytest.raises(ValueError, match="mix"):
+        Hierarchical(mix=1.5)
+    with pytest.raises(ValueError, match="power"):
+        Hierarchical(power=-1.0)
