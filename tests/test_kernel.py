@@ -497,7 +497,7 @@ def test_shared_coalitions_are_one_draw_per_call():
     masks, weights = _draw("host", plan, key)
     masks = jnp.asarray(masks)
 
-    ex = jaxshap.KernelExplainer(model, bg, 40, shared_coalitions=True, third_order=True)
+    ex = jaxshap.KernelExplainer(model, bg, 40, shared_coalitions=True, third_order=True, prior="auto")
     assert ex.prior == "hierarchical"  # a small budget: the per-row prior, on the shared draw's parts
 
     def shared_row(x):
@@ -514,7 +514,7 @@ def test_shared_coalitions_are_one_draw_per_call():
     def row(k, x):
         return kernel_shapley(k, partial(game, x), m, 40, third_order=True, prior=ex.prior)[:2]
 
-    expl = jaxshap.KernelExplainer(model, bg, 40, shared_coalitions=False, third_order=True)(X, key=key)
+    expl = jaxshap.KernelExplainer(model, bg, 40, shared_coalitions=False, third_order=True, prior="auto")(X, key=key)
     keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(len(X)))
     phi, se = jax.jit(jax.vmap(row))(keys, Xj)
     np.testing.assert_allclose(np.asarray(expl.values), np.asarray(phi), atol=1e-5)

@@ -227,14 +227,16 @@ def test_shared_and_independent_draws_use_the_same_prior():
 
 
 # --- the choice ------------------------------------------------------------------------------------
-def test_prior_auto_follows_the_budget_and_bad_priors_are_refused():
+def test_prior_default_and_auto_follow_the_budget_and_bad_priors_are_refused():
     m = 12
     rng = np.random.default_rng(0)
     w = jnp.asarray(rng.normal(size=(m, 4)), jnp.float32)
     model = lambda X: jnp.tanh(X @ w).sum(-1)  # noqa: E731
     bg = rng.normal(size=(5, m)).astype(np.float32)
-    prior = lambda budget=None, **kw: jaxshap.KernelExplainer(model, bg, budget, **kw).prior  # noqa: E731
+    prior = lambda budget=None, **kw: jaxshap.KernelExplainer(model, bg, budget, **{"prior": "auto", **kw}).prior  # noqa: E731
     units = int(Auto().prior_units * m)
+    # the default is the isotropic prior whatever the budget (the per-row solve costs time; an opt-in)
+    assert jaxshap.KernelExplainer(model, bg, 5 * m).prior == "isotropic"
     assert prior(5 * m) == "hierarchical" and prior(units) == "hierarchical"
     assert prior(units + 1) == "isotropic" and prior() == "isotropic"  # the default budget: one shared solve
     assert prior(2 * m + 2) == "isotropic"  # no controls at shap's smallest budget
@@ -247,6 +249,8 @@ def test_prior_auto_follows_the_budget_and_bad_priors_are_refused():
     assert prior(5 * m, prior=mine) is mine
     assert set(RowPrior.registered()) >= {"isotropic", "hierarchical"} and Isotropic().name == "isotropic"
     with pytest.raises(ValueError, match="third-order control variates"):
+        jaxshap.KernelExplainer(model, bg, 5 * m, third_order=False, prior="hierarchical")
+    with pytest.raises(ValueError, match="prior='isotropic'"):
         jaxshap.KernelExplainer(model, bg, 5 * m, third_order=False, prior="hierarchical")
     with pytest.raises(ValueError, match="`prior` must be one of"):
         jaxshap.KernelExplainer(model, bg, 5 * m, prior="sparse")
