@@ -82,7 +82,10 @@ def as_matrix(x: Any, name: str, *, dtype: Any = None) -> jax.Array:
 
     The checks and conversions of :func:`host_matrix`, then the rows on the device.
     """
-    return jnp.asarray(host_matrix(x, name, dtype=dtype))
+    rows = host_matrix(x, name, dtype=dtype)
+    # with its dtype named, jnp.asarray transfers the rows; without, JAX 0.10 lifts a NumPy array
+    # through a jitted `stage`, compiled again for every new row count
+    return jnp.asarray(rows, dtype=rows.dtype)
 
 
 def host_matrix(x: Any, name: str, *, dtype: Any = None) -> np.ndarray | jax.Array:
