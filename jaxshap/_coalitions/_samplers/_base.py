@@ -22,14 +22,12 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Any, ClassVar
 
-_REGISTRY: dict[str, type] = {}
-"""Sampler classes by name, in the order they were defined."""
+from ..._core._registry import Registered
 
 
 @dataclasses.dataclass(frozen=True)
-class Sampler(abc.ABC):
+class Sampler(Registered, abc.ABC, family=("KernelSHAP sampler", "sampler", "jaxshap.coalitions.Sampler")):
     """A KernelSHAP design: the mass of each coalition size (see the module docstring).
 
     Subclass it with ``@dataclasses.dataclass(frozen=True)`` (when it has parameters, each with a
@@ -37,18 +35,6 @@ class Sampler(abc.ABC):
     :meth:`size_mass`; it is then selected by that name or by an instance. A subclass without a
     ``name`` of its own is not registered (a base for other designs, or an instance-only one).
     """
-
-    name: ClassVar[str] = ""
-
-    def __init_subclass__(cls, **kwargs: Any):
-        super().__init_subclass__(**kwargs)
-        name = cls.__dict__.get("name")
-        if not name:
-            return
-        known = _REGISTRY.get(name)
-        if known is not None and (known.__module__, known.__qualname__) != (cls.__module__, cls.__qualname__):
-            raise ValueError(f"a KernelSHAP sampler named {name!r} exists already ({known.__qualname__}).")
-        _REGISTRY[name] = cls
 
     @abc.abstractmethod
     def size_mass(self, n_features: int, size: int) -> float:
@@ -58,23 +44,3 @@ class Sampler(abc.ABC):
     def enumeration_mass(self, n_features: int, size: int) -> float:
         """The mass of size ``s`` when deciding which layers to enumerate (:meth:`size_mass` by default)."""
         return self.size_mass(n_features, size)
-
-    @classmethod
-    def registered(cls) -> dict[str, "Sampler"]:
-        """Every registered sampler by name, each with its default parameters."""
-        return {name: klass() for name, klass in _REGISTRY.items()}
-
-    @classmethod
-    def resolve(cls, sampler: "str | Sampler", *, others: tuple[str, ...] = ()) -> "Sampler":
-        """The sampler that ``sampler`` selects: an instance itself, a name its registered class.
-
-        Raises:
-          ValueError: for an unknown name or anything else (``others`` are names the caller
-            accepts besides the registered ones, for the message).
-        """
-        if isinstance(sampler, Sampler):
-            return sampler
-        if isinstance(sampler, str) and sampler in _REGISTRY:
-            return _REGISTRY[sampler]()
-        names = ", ".join(repr(n) for n in (*_REGISTRY, *others))
-        raise ValueError(f"`sampler` must be one of {names} or a jaxshap.coalitions.Sampler; got {sampler!r}.")

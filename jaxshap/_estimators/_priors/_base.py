@@ -24,32 +24,19 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Any, ClassVar
+from typing import Any
 
-_REGISTRY: dict[str, type] = {}
-"""Prior classes by name, in the order they were defined."""
+from ..._core._registry import Registered
 
 
 @dataclasses.dataclass(frozen=True)
-class RowPrior(abc.ABC):
+class RowPrior(Registered, abc.ABC, family=("KernelSHAP prior", "prior", "jaxshap.estimators.RowPrior")):
     """How the variances of the third-order controls' coefficients are set (module docstring).
 
     Subclass it with ``@dataclasses.dataclass(frozen=True)`` (parameters with defaults), give it a
     ``name`` and define :meth:`apply` (and :meth:`parts` / :meth:`parts_shapes` when the per-row
     step needs arrays of the draw); it is then selected by that name or by an instance.
     """
-
-    name: ClassVar[str] = ""
-
-    def __init_subclass__(cls, **kwargs: Any):
-        super().__init_subclass__(**kwargs)
-        name = cls.__dict__.get("name")
-        if not name:
-            return
-        known = _REGISTRY.get(name)
-        if known is not None and (known.__module__, known.__qualname__) != (cls.__module__, cls.__qualname__):
-            raise ValueError(f"a KernelSHAP prior named {name!r} exists already ({known.__qualname__}).")
-        _REGISTRY[name] = cls
 
     def parts(self, plan, masks, weights, controls: tuple, *, dtype, deps: Any = (), xp: Any = None) -> Any:
         """Arrays of one draw that :meth:`apply` needs besides the shared operators (``None``: none).
@@ -81,23 +68,3 @@ class RowPrior(abc.ABC):
 
     def check_controls(self, controls: tuple) -> None:
         """Raise ``ValueError`` when the prior cannot work with these control variates."""
-
-    @classmethod
-    def registered(cls) -> dict[str, "RowPrior"]:
-        """Every registered prior by name, each with its default parameters."""
-        return {name: klass() for name, klass in _REGISTRY.items()}
-
-    @classmethod
-    def resolve(cls, prior: "str | RowPrior", *, others: tuple[str, ...] = ()) -> "RowPrior":
-        """The prior that ``prior`` selects: an instance itself, a name its registered class.
-
-        Raises:
-          ValueError: for an unknown name or anything else (``others`` are names the caller
-            accepts besides the registered ones, for the message).
-        """
-        if isinstance(prior, RowPrior):
-            return prior
-        if isinstance(prior, str) and prior in _REGISTRY:
-            return _REGISTRY[prior]()
-        names = ", ".join(repr(n) for n in (*_REGISTRY, *others))
-        raise ValueError(f"`prior` must be one of {names} or a jaxshap.estimators.RowPrior; got {prior!r}.")
