@@ -324,6 +324,53 @@ def test_single_threaded_blas_caps_and_restores():
     assert [get() for get, _ in libs] == before
 
 
+def test_thread_caps_nest_across_threads_and_spare_numpys_blas():
+    """single_threaded_lapack holds the LAPACK's OpenBLAS (not NumPy's) at one thread; a
+    single_threaded_blas block on another thread that ends first does not lift that hold (it
+    restored its own saved count over a running program before); the last block restores."""
+    import threading
+
+    import jax.numpy as jnp
+
+    from jaxshap._platform import _threads
+
+    np.ones((64, 64)) @ np.ones((64, 64))  # NumPy's OpenBLAS is loaded
+    jnp.linalg.cholesky(jnp.eye(3)).block_until_ready()  # and the LAPACK jaxlib calls
+    libs = {p: f for p in _threads._loaded_openblas() if (f := _threads._functions(p)) is not None}
+    lapack = [p for p in libs if not _threads._numpy_own(p)]
+    numpy_own = [p for p in libs if _threads._numpy_own(p)]
+    if not lapack or not numpy_own:
+        pytest.skip("needs NumPy's and SciPy's own OpenBLAS (pip wheels)")
+    saved = {p: libs[p][0]() for p in libs}
+    try:
+        for get, put in libs.values():
+            put(2)
+        counts = lambda paths: [libs[p][0]() for p in paths]  # noqa: E731
+        entered, leave = threading.Event(), threading.Event()
+
+        def other():
+            with _threads.single_threaded_blas():
+                entered.set()
+                leave.wait(10)
+
+        worker = threading.Thread(target=other)
+        worker.start()
+        assert entered.wait(10)
+        assert counts(libs) == [1] * len(libs)
+        with _threads.single_threaded_lapack():
+            leave.set()
+            worker.join(10)
+            assert counts(lapack) == [1] * len(lapack)  # still held by this block
+            assert counts(numpy_own) == [2] * len(numpy_own)  # restored by the other block, not held here
+            with _threads.single_threaded_lapack():  # nested
+                assert counts(lapack) == [1] * len(lapack)
+            assert counts(lapack) == [1] * len(lapack)
+        assert counts(libs) == [2] * len(libs)
+    finally:
+        for p, (get, put) in libs.items():
+            put(saved[p])
+
+
 @pytest.mark.parametrize("n", [1, 2, 5, 127, 128, 129, 300])
 def test_host_spd_inverse_is_the_inverse(n):
     """The host plan's Cholesky inverse (LAPACK potrf + potri through ctypes, mirrored block by

@@ -13,6 +13,7 @@ from .._core._validate import DEFAULT_MEMORY_BUDGET, flag, integer, number
 from .._engine._explainer import CoalitionExplainer
 from .._core._inputs import is_traced
 from .._engine._program import Deferred
+from .._platform._threads import single_threaded_lapack
 from .._estimators._kernel import kernel_shapley, third_order_ridge
 from .._estimators._host_plan import SharedCoalitions
 from .._estimators._priors import RowPrior
@@ -333,8 +334,18 @@ class KernelExplainer(CoalitionExplainer):
 
         With ``n_coalitions="auto"`` the rows are explained in rounds of independent coalitions
         (round ``r`` uses ``fold_in(key, r)``) until every row meets the tolerance or the cap.
-        Overriding ``_run`` (not ``__call__``) gives the rounds to ``explain_batches`` too.
+        Overriding ``_run`` (not ``__call__``) gives the rounds to ``explain_batches`` too. A
+        prior that solves per row runs with the LAPACK's OpenBLAS on one thread
+        (:func:`jaxshap._platform._threads.single_threaded_lapack`; XLA's pool already spreads
+        the rows' factorisations over the cores).
         """
+        if self._prior.solves_per_row and not (is_traced(X) or is_traced(key)):
+            with single_threaded_lapack():
+                return jax.block_until_ready(self._run_rounds(X, key, offset, devices, bar, blocked))
+        return self._run_rounds(X, key, offset, devices, bar, blocked)
+
+    def _run_rounds(self, X, key, offset, devices, bar, blocked):
+        """:meth:`_run` without the thread cap."""
         if not self.auto or self.n_coalitions >= all_coalitions(self.n_features):
             return super()._run(X, key, offset, devices, bar, blocked)
         if is_traced(X) or is_traced(key):

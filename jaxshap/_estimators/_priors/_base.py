@@ -38,6 +38,9 @@ class RowPrior(Registered, abc.ABC, family=("KernelSHAP prior", "prior", "jaxsha
     step needs arrays of the draw); it is then selected by that name or by an instance.
     """
 
+    solves_per_row = False
+    """Whether :meth:`apply` factorises a matrix per row (then LAPACK runs on one OpenBLAS thread)."""
+
     def parts(self, plan, masks, weights, controls: tuple, *, dtype, deps: Any = (), xp: Any = None) -> Any:
         """Arrays of one draw that :meth:`apply` needs besides the shared operators (``None``: none).
 

@@ -113,6 +113,7 @@ class Hierarchical(RowPrior):
     power: float = POWER
     mix: float = MIX
     name = "hierarchical"
+    solves_per_row = True
 
     def __post_init__(self):
         number(self.power, "power", least=0.0)
