@@ -3,8 +3,10 @@
 * ``on_config``: executes the tutorials in ``notebooks/`` (committed without outputs) with
   nbclient into ``.cache/docs-notebooks/``, so the site shows their outputs and plots; a cell
   that raises fails the build. ``JAXSHAP_NOTEBOOK_QUICK=1`` is set for them (small sizes), as
-  in ``tests/test_notebooks.py``, unless ``JAXSHAP_DOCS_FULL_NOTEBOOKS=1``.
-  ``JAXSHAP_DOCS_REUSE_NOTEBOOKS=1`` reuses the last build's executed notebooks.
+  in ``tests/test_notebooks.py``, unless ``JAXSHAP_DOCS_FULL_NOTEBOOKS=1``. A notebook that
+  the tests (or an earlier build) executed on the same notebook and package is not executed
+  again (``docs/executed_notebooks.py``); ``JAXSHAP_DOCS_REUSE_NOTEBOOKS=1`` reuses the stored
+  ones even when stale (local iteration on the text).
 * ``on_files``: adds the executed notebooks and the generated benchmarks page to the site.
 * ``on_pre_build``: fails the build (a warning, which ``--strict`` turns into an error) when a
   public name has no docstring or no entry on an API page.
@@ -29,50 +31,40 @@ from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File
 
 ROOT = Path(__file__).resolve().parents[1]
-CACHE = ROOT / ".cache" / "docs-notebooks"
 PUBLIC_MODULES = ["jaxshap", "jaxshap.maskers", "jaxshap.estimators", "jaxshap.coalitions",
                   "jaxshap.trees", "jaxshap.plots", "jaxshap.datasets", "jaxshap.explainers"]
 log = logging.getLogger("mkdocs.hooks.jaxshap")
 
 
-def _execute(path: Path) -> Path:
-    import nbclient
-    import nbformat
-
-    nb = nbformat.read(path, as_version=4)
-    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=600,
-                                     resources={"metadata": {"path": str(path.parent)}})
-    client.execute()  # raises CellExecutionError naming the cell
-    out = CACHE / "notebooks" / path.name
-    nbformat.write(nb, out)
-    return out
-
-
 def on_config(config):
+    sys.path.insert(0, str(ROOT / "docs"))
+    import executed_notebooks as executed
+
+    quick = os.environ.get("JAXSHAP_DOCS_FULL_NOTEBOOKS") != "1"
     notebooks = sorted((ROOT / "notebooks").glob("*.ipynb"))
-    if os.environ.get("JAXSHAP_DOCS_REUSE_NOTEBOOKS") == "1" and all(
-        (CACHE / "notebooks" / p.name).exists() for p in notebooks
-    ):
-        return config  # reuse the last build's executed notebooks (local iteration on the text)
-    if CACHE.exists():
-        shutil.rmtree(CACHE)
-    (CACHE / "notebooks").mkdir(parents=True)
-    os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    os.environ["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
-    if os.environ.get("JAXSHAP_DOCS_FULL_NOTEBOOKS") != "1":
-        os.environ["JAXSHAP_NOTEBOOK_QUICK"] = "1"
+    reuse_any = os.environ.get("JAXSHAP_DOCS_REUSE_NOTEBOOKS") == "1"
+    if reuse_any and all((executed.CACHE / p.name).exists() for p in notebooks):
+        return config  # reuse the last executed notebooks, current or not (local iteration on the text)
+    stale = [p for p in notebooks if executed.stored(p, quick) is None]
+    if len(stale) < len(notebooks):
+        log.info("reusing %d executed notebooks (same notebook and package)", len(notebooks) - len(stale))
+    os.environ.update(executed.kernel_environment(quick))
     with ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1))) as pool:
-        list(pool.map(_execute, notebooks))
+        list(pool.map(lambda p: executed.execute(p, quick), stale))
+    for old in executed.CACHE.glob("*.ipynb"):
+        if not (ROOT / "notebooks" / old.name).exists():
+            old.unlink()  # a tutorial since removed or renamed
     return config
 
 
 @event_priority(100)  # before mkdocs-jupyter reads the notebooks
 def on_files(files, config):
-    for path in sorted((CACHE / "notebooks").glob("*.ipynb")):
-        files.append(File(f"notebooks/{path.name}", str(CACHE), config["site_dir"], config["use_directory_urls"]))
-    sys.path.insert(0, str(ROOT / "docs"))
+    import executed_notebooks as executed
     import gen_bench
+
+    for path in sorted(executed.CACHE.glob("*.ipynb")):
+        files.append(File(f"notebooks/{path.name}", str(executed.CACHE.parent), config["site_dir"],
+                          config["use_directory_urls"]))
 
     files.append(File.generated(config, "benchmarks.md", content=gen_bench.render()))
     return files
