@@ -52,13 +52,14 @@ SHAPR_REFERENCE = {"Gaussian": "gaussian", "GaussianMixture": "gaussian", "Gauss
 
 def sizes(quick: bool) -> dict:
     if quick:
-        return dict(ms=(4,), n_train=600, n_x=3, n_mc={4: 8192}, n_samples={4: 256}, n_msev=8, rows=100,
-                    trees=30, epochs=3, repeat=1, models={"gaussian": ("nonlinear",), "mixture": ("nonlinear", "xgboost"),
-                                                "lognormal": ("nonlinear",)})
+        # one case per data set, BIC over 1 and 3 components, one diagnosis: every code path, in CI's time
+        return dict(ms=(4,), n_train=600, n_x=3, n_mc={4: 8192}, n_samples={4: 256}, n_msev=8, rows=32,
+                    trees=30, epochs=3, repeat=1, components=(1, 3), diagnose=1,
+                    models={"gaussian": ("nonlinear",), "mixture": ("xgboost",), "lognormal": ("nonlinear",)})
     every = ("linear", "nonlinear", "xgboost")
     return dict(ms=(4, 8, 10), n_train=2000, n_x=8, n_mc={4: 32768, 8: 8192, 10: 4096},
                 n_samples={4: 1024, 8: 512, 10: 256}, n_msev=40, rows=10_000, trees=100, epochs=30, repeat=3,
-                models={"gaussian": every, "mixture": every, "lognormal": every})
+                components=MIXTURE_COMPONENTS, diagnose=None, models={"gaussian": every, "mixture": every, "lognormal": every})
 
 
 def _linear(beta, x):
@@ -96,12 +97,13 @@ def make_models(m: int, train: np.ndarray, trees: int, names=("linear", "nonline
     return models
 
 
-def builders(n_samples: int, epochs: int) -> dict:
-    """``{approach: build(train, model) -> masker}`` for the maskers this code base has."""
+def builders(n_samples: int, epochs: int, components: tuple = MIXTURE_COMPONENTS) -> dict:
+    """``{approach: build(train, model) -> masker}`` for the maskers this code base has
+    (``components``: GaussianMixture's candidate ``n_components``)."""
     m = jaxshap.maskers
     out = {
         "Gaussian": lambda d, f: m.Gaussian.fit(d, n_samples=n_samples),
-        "GaussianMixture": lambda d, f: m.GaussianMixture(d, MIXTURE_COMPONENTS, key=0, n_samples=n_samples),
+        "GaussianMixture": lambda d, f: m.GaussianMixture(d, components, key=0, n_samples=n_samples),
     }
     optional = {
         "Empirical": lambda cls: (lambda d, f: cls(d)),
@@ -154,7 +156,7 @@ def _diagnosis(case, results, model, train, train_big, X, truth, mc_err, cfg) ->
         if not applies:
             out[label] = np.nan
             continue
-        masker = builders(n_samples, cfg["epochs"])[name](data.astype(np.float32), model)
+        masker = builders(n_samples, cfg["epochs"], cfg["components"])[name](data.astype(np.float32), model)
         phi = np.asarray(block(jaxshap.ExactExplainer(model, masker)(X.astype(np.float32)).values), np.float64)
         out[label] = float(np.abs(phi - truth).mean())
     return out
@@ -176,7 +178,7 @@ def accuracy_case(kind, m, model_name, models, train, X, X_msev, cfg, rows, summ
     scale = float(np.abs(truth).mean())
     case = {"data": kind, "M": m, "model": model_name}
     results = []
-    for name, build in builders(cfg["n_samples"][m], cfg["epochs"]).items():
+    for name, build in builders(cfg["n_samples"][m], cfg["epochs"], cfg["components"]).items():
         results.append(_one_approach(name, build, train, model, X, truth, X_msev, None if m <= 8 else 256))
     baseline = numpy_baseline()
     if baseline is not None and m <= BASELINE_UP_TO:
@@ -187,7 +189,8 @@ def accuracy_case(kind, m, model_name, models, train, X, X_msev, cfg, rows, summ
     for r in results:
         rows.append({**case, **r, "MAE / mean|phi|": r.get("MAE", np.nan) / scale, "truth MC err": mc_err})
     summary.append(_summary(case, results, mc_err, scale))
-    if diagnosis is not None and kind != "gaussian" and any("MSEv" in r for r in results):
+    wanted = diagnosis is not None and (cfg["diagnose"] is None or len(diagnosis) < cfg["diagnose"])
+    if wanted and kind != "gaussian" and any("MSEv" in r for r in results):
         diagnosis.append(_diagnosis(case, results, model, train, train_big, X, truth, mc_err, cfg))
 
 
@@ -223,7 +226,7 @@ def throughput(cfg) -> list:
     X = dist.sample(rng, cfg["rows"]).astype(np.float32)
     model, _ = make_models(m, train, cfg["trees"], ("nonlinear",))["nonlinear"]
     ready, out = {}, []
-    for name, build in builders(1024, cfg["epochs"]).items():
+    for name, build in builders(1024, cfg["epochs"], cfg["components"]).items():
         try:
             ex = jaxshap.ExactExplainer(model, build(train, model))
             block(ex(X[:8]).values)  # compile
@@ -286,7 +289,7 @@ def run(quick: bool = False) -> dict:
         f"with {cfg['n_mc']} antithetic draws per coalition (common to all coalitions; for the mixture every "
         "component's draws, weighted exactly); 'truth MC err' = mean |phi(all draws) - phi(first half)|.",
         f"Approaches: ExactExplainer on each masker, n_samples {cfg['n_samples']}; GaussianMixture with "
-        f"n_components={MIXTURE_COMPONENTS}; learned maskers trained {cfg['epochs']} epochs; MSEv over "
+        f"n_components={cfg['components']} (lowest BIC); learned maskers trained {cfg['epochs']} epochs; MSEv over "
         f"{cfg['n_msev']} other explicands (all coalitions up to M = 8, 256 sampled for M = 10). "
         f"The NumPy empirical baseline (exact over all coalitions, batched over rows) runs up to M = {BASELINE_UP_TO}.",
         "Throughput: 2 shared CPU cores (noisy); shapr's numbers are its vignette's (20 explicands, 4 features, "
