@@ -128,8 +128,9 @@ class KernelExplainer(CoalitionExplainer):
         ``Auto.prior_coalitions`` (2048) in all, the isotropic one above
         (:meth:`jaxshap.coalitions.Auto.prior`). The default is ``"isotropic"``: the
         hierarchical prior lowers the squared error 1.8x-3.2x on tree models' games at equal
-        model evaluations but its per-row solve costs 2x-40x plain KernelSHAP's time (CPU,
-        ``bench/scenarios/kernel_speed.py``), so at equal time a larger budget wins; choose it
+        model evaluations but its per-row solve costs up to 1.6x plain KernelSHAP's time (CPU,
+        ``bench/scenarios/kernel_speed.py``: an MLP with 100 background rows, 1200 coalitions),
+        so at equal time a larger budget can win; choose it
         when the model's evaluations cost far more than that solve. The attribute
         ``prior`` holds the choice: a name when a name (or ``"auto"``) was given, else the instance.
       shared_coalitions: one draw of coalitions (and one factorisation) for all rows of a
