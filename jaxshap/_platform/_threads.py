@@ -8,7 +8,9 @@ spinning threads starve the XLA computation that follows (by orders of magnitude
 2-core machine; see ``CHANGELOG.md``).
 
 :func:`single_threaded_blas` caps every OpenBLAS loaded in the process at one thread for the
-duration of a block and restores the previous counts afterwards, through OpenBLAS's own
+duration of a block (the host plan's NumPy work), :func:`single_threaded_lapack` only the one
+behind jaxlib's LAPACK (while compiled programs factorise a matrix per row), and both restore
+the previous counts afterwards, through OpenBLAS's own
 ``openblas_get_num_threads`` / ``openblas_set_num_threads`` (also under the symbol prefixes
 SciPy's and NumPy's wheels use). Where no OpenBLAS is loaded, or the platform has no
 ``/proc/self/maps`` (not Linux), it does nothing. Users who call NumPy or SciPy linear algebra
