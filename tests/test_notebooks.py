@@ -9,7 +9,6 @@ then does not run them again; a notebook the site build already ran on the same 
 package is checked here from its stored, executed copy: every code cell ran, none raised.
 """
 
-import os
 import sys
 from pathlib import Path
 
