@@ -1,15 +1,13 @@
-"""The bootstrap of accumulated local effects, drawn group by group, against a bootstrap written out.
+"""The bootstrap of accumulated local effects, from the groups' moments, against a bootstrap of the rows.
 
-The law: a resample's group counts are multinomial and its draws uniform within each group, which
-is a resample of the rows with replacement; over many resamples, the replicate values' means and
-standard deviations must agree with NumPy's resampling of the rows (``tests/ale_oracle.py``) within
-sampling error. The mechanics: every group gets exactly its count of draws (also when a count
-exceeds the group's slots and when draws are rejected), each row of a group equally often, and
-Lemire's rule and the 64-bit product are checked against NumPy's integers.
+The law: over many replicates, the replicate values' means and standard deviations must agree with
+NumPy's resampling of the rows (``tests/ale_oracle.py``) within sampling error. The premises the
+moment-matched draw rests on are checked one by one: given the counts, a replicate is affine in
+the groups' sums (numeric, pair with empty cells, categorical), and the moments reduced chunk by
+chunk are each group's count, sum and population covariance.
 """
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -17,8 +15,8 @@ from ale_oracle import oracle_replicates_categorical, oracle_replicates_first, o
 from jaxshap._core._device_rows import device_rows
 from jaxshap._core._model import wrap_model
 from jaxshap._core._validate import DEFAULT_MEMORY_BUDGET
-from jaxshap._effects import _ale, _ale_bootstrap as boot
-from jaxshap._effects._ale_program import Layout, bootstrap_replicates, effects
+from jaxshap._effects import _ale, _ale_bootstrap as boot, _ale_moments as moments
+from jaxshap._effects._ale_program import Layout, effects
 
 RNG = np.random.default_rng(0)
 W1 = RNG.normal(size=(4, 8))
@@ -30,7 +28,7 @@ def mlp_np(x):
 
 
 def mlp_jax(x):
-    return jnp.tanh(x @ W1.astype(np.float32)) @ W2.astype(np.float32)
+    return jax.numpy.tanh(x @ W1.astype(np.float32)) @ W2.astype(np.float32)
 
 
 def data(n, seed=1):
@@ -41,16 +39,22 @@ def data(n, seed=1):
     return X.astype(np.float32)
 
 
-def replicates(X, item, n_bins, n_boot, seed, categorical=frozenset()):
-    """Our replicate values ``[B, *shape]`` (single output), through the functions the public call uses."""
+def grouped(X, item, n_bins, n_boot, categorical=frozenset()):
+    """The grouped differences, layout and full-sample fallback, through the functions the public call uses."""
     wrapped = wrap_model(mlp_jax, X.shape[1], X.dtype, X[:2])
     names = [f"x{j}" for j in range(X.shape[1])]
     diff = _ale.differences(wrapped, X, lambda: device_rows(X), item, n_bins, categorical, names,
                             DEFAULT_MEMORY_BUDGET)
     layout = Layout(diff.kind, diff.shape, n_boot)
-    _, fallback = effects(diff.counts.astype(np.float64), diff.sums, diff.plan, layout, xp=np)
-    inputs = _ale.bootstrap_inputs(diff, fallback, jax.random.key(seed), n_boot)
-    return np.asarray(bootstrap_replicates(*inputs, diff.plan, layout), np.float64)[..., 0]
+    _, fallback = effects(diff.counts.astype(np.float64), diff.sums, diff.plan, layout)
+    return diff, layout, fallback
+
+
+def replicates(X, item, n_bins, n_boot, seed, categorical=frozenset()):
+    """Our replicate values ``[B, *shape]`` (single output)."""
+    diff, layout, fallback = grouped(X, item, n_bins, n_boot, categorical)
+    args = (diff.counts, diff.sums, diff.second, fallback, diff.plan, layout, jax.random.key(seed))
+    return boot.replicates(*args)[..., 0]
 
 
 def agree(ours, theirs):
@@ -63,61 +67,71 @@ def agree(ours, theirs):
     np.testing.assert_array_less(np.abs(np.log(s1[spread] / s2[spread])), 6 / np.sqrt(B))
 
 
-@pytest.mark.parametrize("kind", ["numeric", "pair", "categorical"])
+CASES = {"numeric": ((0,), 6, frozenset()), "pair": ((0, 1), 4, frozenset()), "categorical": ((2,), 20, frozenset({2}))}
+
+
+@pytest.mark.parametrize("kind", list(CASES))
 def test_replicates_have_the_law_of_resampled_rows(kind):
     B = 2000
     X = data(240)
+    item, n_bins, categorical = CASES[kind]
+    ours = replicates(X, item, n_bins, B, seed=3, categorical=categorical)
+    rng = np.random.default_rng(4)
     if kind == "numeric":
-        ours = replicates(X, (0,), 6, B, seed=3)
-        theirs = oracle_replicates_first(mlp_np, X, 0, 6, B, np.random.default_rng(4))
+        theirs = oracle_replicates_first(mlp_np, X, 0, n_bins, B, rng)
     elif kind == "pair":
-        ours = replicates(X, (0, 1), 4, B, seed=5)
-        theirs = oracle_replicates_pair(mlp_np, X, 0, 1, 4, B, np.random.default_rng(6))
+        theirs = oracle_replicates_pair(mlp_np, X, 0, 1, n_bins, B, rng)
     else:
-        ours = replicates(X, (2,), 20, B, seed=7, categorical=frozenset({2}))
-        theirs = oracle_replicates_categorical(mlp_np, X, 2, {2}, B, np.random.default_rng(8))
+        theirs = oracle_replicates_categorical(mlp_np, X, 2, {2}, B, rng)
     assert ours.shape == theirs.shape
     agree(ours, theirs)
 
 
-def test_every_group_gets_its_count_and_every_row_its_share():
-    sizes = np.array([5, 0, 1, 40, 3, 200])
-    slot = boot.slots(sizes)
-    n = int(sizes.sum())
-    group = np.repeat(np.arange(sizes.size), sizes)
-    # columns: a one per draw, the group's id, and one column per row (how often it was drawn)
-    values = jnp.asarray(np.concatenate([np.ones((n, 1)), group[:, None], np.eye(n)], axis=1), jnp.float32)
-    draw = jax.jit(lambda seed, c: boot.group_draw_sums(seed, c, slot, values))
-    rng = np.random.default_rng(0)
-    hits = np.zeros(n)
-    total = np.zeros(sizes.size)
-    for trial in range(300):
-        c = rng.multinomial(n, sizes / n)
-        if trial % 3 == 0:  # a count far above its group's slots: drawn in further rounds
-            c = np.zeros_like(sizes)
-            c[2], c[0] = n - 7, 7
-        sums = np.asarray(draw(jnp.asarray([trial, 11], jnp.uint32), jnp.asarray(c, jnp.int32)))
-        np.testing.assert_array_equal(sums[:, 0], c)  # exactly c_g draws, whatever was rejected
-        np.testing.assert_array_equal(sums[:, 1], c * np.arange(sizes.size))  # all from the group's own rows
-        hits += sums[:, 2:].sum(0)
-        total += c
-    # each row of a group drawn equally often: hits / (group total / size) ~ 1, a binomial spread
-    expected = (total / np.maximum(sizes, 1))[group]
-    z = (hits - expected) / np.sqrt(expected * (1 - 1 / sizes[group]) + 1e-12)
-    assert np.all(np.abs(z[sizes[group] > 1]) < 5)
+@pytest.mark.parametrize("kind", list(CASES))
+def test_a_replicate_is_affine_in_the_sums_given_the_counts(kind):
+    """What makes the normal draw's replicate variance the row bootstrap's: with the counts fixed
+    (some groups empty, so the fallbacks are used), the values are an affine map of the sums."""
+    item, n_bins, categorical = CASES[kind]
+    diff, layout, fallback = grouped(data(240), item, n_bins, 1, categorical)
+    rng = np.random.default_rng(5)
+    counts = rng.multinomial(240, diff.counts / 240).astype(np.float64)
+    counts[rng.choice(counts.size, size=2, replace=False)] = 0
+    s = [counts[:, None] * rng.normal(size=diff.sums.shape) for _ in range(3)]  # means of about 1
+    value = lambda sums: effects(counts, sums, diff.plan, layout, fallback)[0]
+    a, b = 0.3, -1.7  # an affine map keeps every combination whose weights sum to one
+    combined = value(a * s[0] + b * s[1] + (1 - a - b) * s[2])
+    np.testing.assert_allclose(combined, a * value(s[0]) + b * value(s[1]) + (1 - a - b) * value(s[2]),
+                               rtol=1e-10, atol=1e-10)
+    assert np.abs(value(s[0]) - value(s[1])).max() > 0.1  # and the sums do move the values
+    batched = effects(np.stack([counts, diff.counts.astype(np.float64)]), np.stack(s[:2]), diff.plan, layout, fallback)[0]
+    np.testing.assert_allclose(batched[0], value(s[0]), rtol=1e-12, atol=1e-12)  # replicates run as one batch
+    np.testing.assert_allclose(batched[1], effects(diff.counts.astype(np.float64), s[1], diff.plan, layout, fallback)[0],
+                               rtol=1e-12, atol=1e-12)
 
 
-def test_lemire_and_the_high_product_against_integers():
-    rng = np.random.default_rng(1)
-    words = rng.integers(0, 2**32, size=20000, dtype=np.uint64)
-    sizes = rng.integers(1, 2**31, size=20000, dtype=np.uint64)
-    sizes[:100] = [1, 2, 3, 7, 2**31 - 1] * 20
-    product = words * sizes
-    pick, accepted = boot.lemire(jnp.asarray(words, jnp.uint32), jnp.asarray(sizes, jnp.uint32),
-                                 jnp.asarray((2**32 - sizes) % sizes, jnp.uint32))
-    np.testing.assert_array_equal(np.asarray(pick), product >> 32)
-    np.testing.assert_array_equal(np.asarray(accepted), (product & 0xFFFFFFFF) >= (2**32 - sizes) % sizes)
-    assert np.all(np.asarray(pick) < sizes)
+@pytest.mark.parametrize("chunk", [5, 16, 100])
+def test_chunked_moments_are_each_groups_count_sum_and_covariance(chunk):
+    """Reduced chunk by chunk in float32 (rows far from zero, so that uncentred moments would
+    cancel) and merged in float64: each group's count, sum and population covariance per output,
+    as NumPy computes them group by group; square roots that give the covariance back."""
+    rng = np.random.default_rng(2)
+    sizes = np.array([7, 1, 30, 4, 0, 12])
+    group = rng.permutation(np.repeat(np.arange(sizes.size), sizes))
+    D = (100.0 + rng.normal(size=(sizes.sum(), 6)) @ rng.normal(size=(6, 6))).astype(np.float32)  # P = 2, K = 3
+    D[group == 3] = D[group == 3][0]  # a group of equal rows
+    chunks = moments.grouped_moments(jax.numpy.asarray(D), jax.numpy.asarray(group, np.int32), sizes.size, 2, chunk)
+    merged = moments.merge(*chunks, parts=2)
+    np.testing.assert_array_equal(merged.counts, sizes)
+    roots = boot.within_roots(merged.second, merged.counts)
+    assert roots.shape == (6, 3, 2, 2)
+    for g in range(sizes.size):
+        rows = D[group == g].astype(np.float64)
+        np.testing.assert_allclose(merged.sums[g], rows.sum(0), rtol=1e-6)
+        for k in range(3):
+            expected = np.cov(rows.reshape(-1, 2, 3)[:, :, k].T, ddof=0) if sizes[g] > 1 else np.zeros((2, 2))
+            np.testing.assert_allclose(merged.second[g, k] / max(sizes[g], 1), expected, atol=2e-4 * max(1, np.abs(expected).max()))
+            np.testing.assert_allclose(roots[g, k] @ roots[g, k].T, merged.second[g, k] / max(sizes[g], 1), atol=1e-9)
+    assert np.abs(merged.second[3]).max() < 1e-8 and np.abs(merged.second[4]).max() == 0.0  # equal rows; no rows
 
 
 def test_stderr_reproducible_from_the_key_and_sensitive_to_it():
@@ -131,14 +145,3 @@ def test_stderr_reproducible_from_the_key_and_sensitive_to_it():
     assert not np.array_equal(np.asarray(a.stderr), np.asarray(c.stderr))
     legacy = jaxshap.accumulated_local_effects(mlp_jax, X, (0, 1), n_bins=4, n_bootstrap=30, key=jax.random.PRNGKey(2))
     assert np.all(np.isfinite(np.asarray(legacy.stderr)))
-
-
-def test_threefry_written_out_gives_jax_words():
-    from jax.extend.random import threefry_2x32
-
-    from jaxshap._core._threefry import threefry_words
-
-    for key, n in (([0, 0], 2), ([0x12345678, 0x9ABCDEF0], 1000), ([7, 2**32 - 1], 2**16)):
-        key = jnp.asarray(key, jnp.uint32)
-        count = jnp.arange(n, dtype=jnp.uint32) * jnp.uint32(2654435761)  # spread over the counters' range
-        np.testing.assert_array_equal(np.asarray(jax.jit(threefry_words)(key, count)), np.asarray(threefry_2x32(key, count)))

@@ -63,16 +63,6 @@ def _aligned_copy(x: np.ndarray) -> np.ndarray:
     return out
 
 
-def to_device(x: np.ndarray) -> jax.Array:
-    """A NumPy array on the device; on a CPU backend through an aligned buffer, which is aliased,
-    since copying it there is faster than letting :func:`jax.device_put` copy an unaligned one."""
-    if jax.default_backend() == "cpu":
-        x = np.ascontiguousarray(x)
-        if x.ctypes.data % ALIGN:
-            x = _aligned_copy(x)
-    return jax.device_put(x)
-
-
 def device_rows(x: Any) -> DeviceRows:
     """``x`` (``[n, M]``, NumPy or JAX) as :class:`DeviceRows`, aliasing a NumPy ``x`` where the
     backend allows it (see the module docstring)."""

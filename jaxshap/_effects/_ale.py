@@ -14,8 +14,8 @@ centred by the mean over the rows of the value at each row's bin's upper edge (e
 Quantile edges, category orders and empty cells are settled on the host (:mod:`._ale_bins`,
 :mod:`._ale_order`); the rows' bins and the model's differences come from one compiled program
 that reads the data in place (:mod:`._ale_rows`), the estimate from the groups' sums on the
-host, and the bootstrap from a second program that reuses the differences
-(:mod:`._ale_program`, :mod:`._ale_bootstrap`).
+host (:mod:`._ale_program`), and the bootstrap from the groups' moments, without a model call
+(:mod:`._ale_bootstrap`).
 """
 
 from __future__ import annotations
@@ -28,15 +28,16 @@ import numpy as np
 
 from .._core._categorical import category_codes
 from .._core._chunking import chunk_bytes
-from .._core._device_rows import device_rows, to_device
+from .._core._device_rows import device_rows
 from .._core._inputs import as_key, check_finite, check_finite_outputs, is_traced
 from .._core._model import wrap_model
 from .._core._validate import DEFAULT_MEMORY_BUDGET, integer
 from ._ale_bins import check_codes, nearest_filled, quantile_edges, refuse_constant, resolve_categorical
-from ._ale_bootstrap import resample_plan, slots
+from ._ale_bootstrap import bootstrap_stderr
 from ._ale_order import category_order
-from ._ale_program import Layout, Plan, bootstrap_stderr, categorical_differences, effects
-from ._ale_rows import row_differences
+from ._ale_program import Layout, Plan, categorical_differences, effects
+from ._ale_moments import grouped_moments, merge
+from ._ale_rows import row_moments
 from ._partial_dependence import check_budget, feature_index, prepare_data, units_per_chunk
 
 
@@ -93,8 +94,8 @@ class Differences(NamedTuple):
       shape: the values' shape without the output axis.
       counts: ``[G]`` rows per group (host).
       sums: ``[G, Q]`` the groups' sums of differences (host, float64).
-      D: ``[n, Q]`` each row's differences (device).
-      group: ``[n]`` each row's group (device).
+      second: ``[G, K, P, P]`` their centred second moments (host, float64; :mod:`._ale_moments`).
+      dtype: the model's output dtype.
       plan: where groups and segments sit.
     """
 
@@ -103,8 +104,8 @@ class Differences(NamedTuple):
     shape: tuple[int, ...]
     counts: np.ndarray
     sums: np.ndarray
-    D: jax.Array
-    group: jax.Array
+    second: np.ndarray
+    dtype: Any
     plan: Plan
 
 
@@ -116,12 +117,8 @@ def row_pass_bytes(budget: int) -> int:
     return chunk_bytes(budget) // 2 if jax.default_backend() == "cpu" else budget
 
 
-def group_sums(group: Any, D: jax.Array, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(counts [G], sums [G, Q])``: rows per group and the groups' sums of differences, on the
-    host (one pass per column; exact counts, sums accumulated in float64)."""
-    group, D = np.asarray(group).astype(np.intp), np.asarray(D)  # bincount's index type, converted once
-    sums = np.stack([np.bincount(group, weights=D[:, q], minlength=n_groups) for q in range(D.shape[1])], axis=1)
-    return np.bincount(group, minlength=n_groups), sums
+MOMENT_CHUNK = 1 << 14
+"""Rows per chunk when a categorical feature's differences are reduced to their categories' moments."""
 
 
 def column_edges(host: Any, j: int, n_bins: int, name: str) -> np.ndarray:
@@ -147,21 +144,21 @@ def numeric_rows(wrapped, host, rows, item: tuple[int, ...], n_bins: int, names,
         with ThreadPoolExecutor(max_workers=len(item)) as pool:
             edges = tuple(pool.map(edges_of, item))
     shape = tuple(e.size for e in edges)
-    n_groups = int(np.prod([s - 1 for s in shape]))
     n, m = rows.shape
     chunk = units_per_chunk(wrapped, n, 2 ** len(item), m, host.dtype.itemsize, row_pass_bytes(budget))
-    d, group, rows_finite, finite = row_differences(wrapped, rows, item, edges, chunk)
+    chunks, rows_finite, finite = row_moments(wrapped, rows, item, edges, chunk)
     if not bool(rows_finite):
         check_finite(host, "X")  # a NaN or inf, or finite values whose sum overflowed
     check_finite_outputs(finite, "`model`", source=" of `X` (moved to a bin edge)", hint=EDGE_ROWS_HINT)
-    counts, sums = group_sums(group, d, n_groups)
+    moments = merge(*chunks, parts=1)
+    dtype = chunks[1].dtype
     if len(item) == 1:
         plan = Plan(np.arange(1, shape[0]), np.arange(shape[0] - 1))
-        return Differences("numeric", edges[0], shape, counts, sums, d, group, plan)
+        return Differences("numeric", edges[0], shape, *moments, dtype, plan)
     n_j, n_k = shape[0] - 1, shape[1] - 1
     upper = np.arange(1, n_j + 1)[:, None] * (n_k + 1) + np.arange(1, n_k + 1)[None, :]  # each cell's upper corner
-    plan = Plan(upper.ravel(), nearest_filled(counts.reshape(n_j, n_k), *edges))
-    return Differences("pair", edges, shape, counts, sums, d, group, plan)
+    plan = Plan(upper.ravel(), nearest_filled(moments.counts.reshape(n_j, n_k), *edges))
+    return Differences("pair", edges, shape, *moments, dtype, plan)
 
 
 def categorical_rows(wrapped, host, rows, j: int, categorical, name: str, budget: int) -> Differences:
@@ -185,9 +182,9 @@ def categorical_rows(wrapped, host, rows, j: int, categorical, name: str, budget
     D, finite = categorical_differences(wrapped, rows, j, units, chunk)
     check_finite_outputs(finite, "`model`", row_ids=np.concatenate([up, down]),
                          source=" of `X` (moved to a neighbouring category)", hint=EDGE_ROWS_HINT)
-    counts, sums = group_sums(position, D, order.size)
+    moments = merge(*grouped_moments(D, units["position"], order.size, 2, MOMENT_CHUNK), parts=2)
     plan = Plan(np.arange(order.size), np.arange(order.size - 1))
-    return Differences("categorical", order, (order.size,), counts, sums, D, units["position"], plan)
+    return Differences("categorical", order, (order.size,), *moments, D.dtype, plan)
 
 
 # --- arguments ------------------------------------------------------------------------------
@@ -282,9 +279,12 @@ def accumulated_local_effects(
     rows of ``X`` with replacement (drawn with ``key``) of the whole estimate, centring included,
     with the bins, category order and grid held fixed; the model is not evaluated again (each
     row's differences do not change). A bin or cell that a resample leaves empty takes the full
-    sample's mean. A model that does not depend on the feature gets 0. A resample is drawn as
-    its law factors: multinomial counts of rows per bin (cell, category), then uniform draws
-    within each (exactly, by Lemire's rejection), which is a resample of the rows.
+    sample's mean. A model that does not depend on the feature gets 0. A resample's counts of
+    rows per bin (cell, category) are drawn exactly (multinomial); given them, each bin's sum of
+    resampled differences is drawn from the normal with its exact conditional mean and
+    covariance. A resample's values are affine in those sums, so their variance, and with it the
+    standard error, is the row bootstrap's, at a cost per resample of the grid's size rather
+    than of ``n`` (:mod:`jaxshap._effects._ale_bootstrap`).
 
     The model is evaluated twice per row (four times for a pair; at most four for a categorical
     feature), in chunks under ``memory_budget``; the bootstrap reuses those differences.
@@ -339,12 +339,12 @@ def _one(wrapped, host, on_device, item, n_bins, n_bootstrap, cats, names, budge
     """The ALE of one feature or pair: its rows' differences, then the estimate and the bootstrap."""
     diff = differences(wrapped, host, on_device, item, n_bins, cats, names, budget)
     layout = Layout(diff.kind, diff.shape, n_bootstrap)
-    values, fallback = effects(diff.counts.astype(np.float64), diff.sums, diff.plan, layout,
-                               xp=np)  # small: on the host, in float64
+    values, fallback = effects(diff.counts.astype(np.float64), diff.sums, diff.plan, layout)
     stderr = None
     if n_bootstrap:
-        stderr = bootstrap_stderr(*bootstrap_inputs(diff, fallback, key, n_bootstrap), diff.plan, layout)
-    values = jax.numpy.asarray(values, diff.D.dtype)
+        stderr = bootstrap_stderr(diff.counts, diff.sums, diff.second, fallback, diff.plan, layout, key)
+        stderr = jax.numpy.asarray(stderr, diff.dtype)
+    values = jax.numpy.asarray(values, diff.dtype)
     if wrapped.single_output:
         values = values[..., 0]
         stderr = None if stderr is None else stderr[..., 0]
@@ -367,16 +367,3 @@ def differences(wrapped, host, on_device, item, n_bins, cats, names, budget) -> 
     if len(item) == 1 and item[0] in cats:
         return categorical_rows(wrapped, host, on_device(), item[0], cats, names[item[0]], budget)
     return numeric_rows(wrapped, host, on_device(), item, n_bins, names, budget)
-
-
-def bootstrap_inputs(diff: Differences, fallback: tuple, key, n_bootstrap: int) -> tuple:
-    """The arguments of :func:`._ale_program.bootstrap_stderr` before the plan and layout: the rows
-    sorted by group (on the host: a radix sort of small group ids), each resample's group counts
-    and key, the groups' draw slots, and the full sample's means and fallbacks."""
-    counts = diff.counts
-    small = np.uint8 if counts.size <= 2**8 else (np.uint16 if counts.size <= 2**16 else np.int32)
-    order = np.argsort(np.asarray(diff.group).astype(small), kind="stable")
-    mean = diff.sums / np.maximum(counts, 1)[:, None]
-    held = tuple(jax.numpy.asarray(a, diff.D.dtype) for a in (mean, *fallback))
-    resampled, seeds = resample_plan(key, counts, n_bootstrap)
-    return (diff.D, diff.group, to_device(order.astype(np.int32)), resampled, seeds, slots(counts), held)
