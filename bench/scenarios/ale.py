@@ -66,7 +66,8 @@ def run(quick: bool = False) -> dict:
     checks = {"values finite": all(bool(np.isfinite(np.asarray(r.values)).all()) for r in results.values())}
     notes = [
         "warm: a whole call (input checks, quantile bins on the host, the compiled program) with the program cached",
-        "n_bootstrap: resamples for the standard errors (50 by default), reusing the model's differences (no extra model evaluations)",
+        "n_bootstrap: resamples for the standard errors (50 by default), drawn from the bins' moments of the model's "
+        "differences (no extra model evaluations, no pass over the rows)",
         "timings on a shared machine are noisy; the cpu columns (this process's CPU seconds: XLA runs this "
         "work on one thread here) are disturbed far less by other processes than the wall-clock ones",
     ]
