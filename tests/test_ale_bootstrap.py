@@ -3,8 +3,8 @@
 The law: over many replicates, the replicate values' means and standard deviations must agree with
 NumPy's resampling of the rows (``tests/ale_oracle.py``) within sampling error. The premises the
 moment-matched draw rests on are checked one by one: given the counts, a replicate is affine in
-the groups' sums (numeric, pair with empty cells, categorical), and the moments reduced chunk by
-chunk are each group's count, sum and population covariance.
+the groups' sums (numeric, pair with empty cells, categorical), and each group's draw has its
+rows' population covariance.
 """
 
 import jax
@@ -15,7 +15,7 @@ from ale_oracle import oracle_replicates_categorical, oracle_replicates_first, o
 from jaxshap._core._device_rows import device_rows
 from jaxshap._core._model import wrap_model
 from jaxshap._core._validate import DEFAULT_MEMORY_BUDGET
-from jaxshap._effects import _ale, _ale_bootstrap as boot, _ale_moments as moments
+from jaxshap._effects import _ale, _ale_bootstrap as boot
 from jaxshap._effects._ale_program import Layout, effects
 
 RNG = np.random.default_rng(0)
@@ -53,7 +53,7 @@ def grouped(X, item, n_bins, n_boot, categorical=frozenset()):
 def replicates(X, item, n_bins, n_boot, seed, categorical=frozenset()):
     """Our replicate values ``[B, *shape]`` (single output)."""
     diff, layout, fallback = grouped(X, item, n_bins, n_boot, categorical)
-    args = (diff.counts, diff.sums, diff.second, fallback, diff.plan, layout, jax.random.key(seed))
+    args = (diff.group, diff.D, diff.counts, diff.sums, fallback, diff.plan, layout, jax.random.key(seed))
     return boot.replicates(*args)[..., 0]
 
 
@@ -109,29 +109,24 @@ def test_a_replicate_is_affine_in_the_sums_given_the_counts(kind):
                                rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("chunk", [5, 16, 100])
-def test_chunked_moments_are_each_groups_count_sum_and_covariance(chunk):
-    """Reduced chunk by chunk in float32 (rows far from zero, so that uncentred moments would
-    cancel) and merged in float64: each group's count, sum and population covariance per output,
-    as NumPy computes them group by group; square roots that give the covariance back."""
+def test_within_group_roots_are_the_rows_population_covariance():
+    """Rows far from zero (uncentred moments would cancel): each group's square roots give back
+    the population covariance of its rows' two differences per output, as NumPy computes it."""
     rng = np.random.default_rng(2)
     sizes = np.array([7, 1, 30, 4, 0, 12])
     group = rng.permutation(np.repeat(np.arange(sizes.size), sizes))
-    D = (100.0 + rng.normal(size=(sizes.sum(), 6)) @ rng.normal(size=(6, 6))).astype(np.float32)  # P = 2, K = 3
+    D = (1e4 + rng.normal(size=(sizes.sum(), 6)) @ rng.normal(size=(6, 6))).astype(np.float32)  # P = 2, K = 3
     D[group == 3] = D[group == 3][0]  # a group of equal rows
-    chunks = moments.grouped_moments(jax.numpy.asarray(D), jax.numpy.asarray(group, np.int32), sizes.size, 2, chunk)
-    merged = moments.merge(*chunks, parts=2)
-    np.testing.assert_array_equal(merged.counts, sizes)
-    roots = boot.within_roots(merged.second, merged.counts)
+    sums = np.stack([np.bincount(group, D[:, q], minlength=sizes.size) for q in range(6)], axis=1)
+    mean = sums / np.maximum(sizes, 1)[:, None]
+    roots = boot.within_roots(group, D, mean, sizes, 2)
     assert roots.shape == (6, 3, 2, 2)
     for g in range(sizes.size):
-        rows = D[group == g].astype(np.float64)
-        np.testing.assert_allclose(merged.sums[g], rows.sum(0), rtol=1e-6)
+        rows = D[group == g].astype(np.float64).reshape(-1, 2, 3)
         for k in range(3):
-            expected = np.cov(rows.reshape(-1, 2, 3)[:, :, k].T, ddof=0) if sizes[g] > 1 else np.zeros((2, 2))
-            np.testing.assert_allclose(merged.second[g, k] / max(sizes[g], 1), expected, atol=2e-4 * max(1, np.abs(expected).max()))
-            np.testing.assert_allclose(roots[g, k] @ roots[g, k].T, merged.second[g, k] / max(sizes[g], 1), atol=1e-9)
-    assert np.abs(merged.second[3]).max() < 1e-8 and np.abs(merged.second[4]).max() == 0.0  # equal rows; no rows
+            expected = np.cov(rows[:, :, k].T, ddof=0) if sizes[g] > 1 else np.zeros((2, 2))
+            np.testing.assert_allclose(roots[g, k] @ roots[g, k].T, expected, rtol=1e-9, atol=1e-9)
+    assert np.abs(roots[3]).max() < 1e-6 and np.abs(roots[[1, 4]]).max() == 0.0  # equal rows; one row; none
 
 
 def test_stderr_reproducible_from_the_key_and_sensitive_to_it():

@@ -14,8 +14,8 @@ centred by the mean over the rows of the value at each row's bin's upper edge (e
 Quantile edges, category orders and empty cells are settled on the host (:mod:`._ale_bins`,
 :mod:`._ale_order`); the rows' bins and the model's differences come from one compiled program
 that reads the data in place (:mod:`._ale_rows`), the estimate from the groups' sums on the
-host (:mod:`._ale_program`), and the bootstrap from the groups' moments, without a model call
-(:mod:`._ale_bootstrap`).
+host (:mod:`._ale_program`), and the bootstrap from the groups' first two moments, without a
+model call (:mod:`._ale_bootstrap`).
 """
 
 from __future__ import annotations
@@ -36,8 +36,7 @@ from ._ale_bins import check_codes, nearest_filled, quantile_edges, refuse_const
 from ._ale_bootstrap import bootstrap_stderr
 from ._ale_order import category_order
 from ._ale_program import Layout, Plan, categorical_differences, effects
-from ._ale_moments import grouped_moments, merge
-from ._ale_rows import row_moments
+from ._ale_rows import row_differences
 from ._partial_dependence import check_budget, feature_index, prepare_data, units_per_chunk
 
 
@@ -94,8 +93,8 @@ class Differences(NamedTuple):
       shape: the values' shape without the output axis.
       counts: ``[G]`` rows per group (host).
       sums: ``[G, Q]`` the groups' sums of differences (host, float64).
-      second: ``[G, K, P, P]`` their centred second moments (host, float64; :mod:`._ale_moments`).
-      dtype: the model's output dtype.
+      D: ``[n, Q]`` each row's differences (host).
+      group: ``[n]`` each row's group (host).
       plan: where groups and segments sit.
     """
 
@@ -104,8 +103,8 @@ class Differences(NamedTuple):
     shape: tuple[int, ...]
     counts: np.ndarray
     sums: np.ndarray
-    second: np.ndarray
-    dtype: Any
+    D: np.ndarray
+    group: np.ndarray
     plan: Plan
 
 
@@ -117,8 +116,13 @@ def row_pass_bytes(budget: int) -> int:
     return chunk_bytes(budget) // 2 if jax.default_backend() == "cpu" else budget
 
 
-MOMENT_CHUNK = 1 << 14
-"""Rows per chunk when a categorical feature's differences are reduced to their categories' moments."""
+def group_sums(group: Any, D: jax.Array, n_groups: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(group [n], D [n, Q], counts [G], sums [G, Q])`` on the host: each row's group (as
+    bincount's index type) and differences, the rows per group and the groups' sums of
+    differences (one pass per column; exact counts, sums accumulated in float64)."""
+    group, D = np.asarray(group).astype(np.intp), np.asarray(D)
+    sums = np.stack([np.bincount(group, weights=D[:, q], minlength=n_groups) for q in range(D.shape[1])], axis=1)
+    return group, D, np.bincount(group, minlength=n_groups), sums
 
 
 def column_edges(host: Any, j: int, n_bins: int, name: str) -> np.ndarray:
@@ -146,19 +150,18 @@ def numeric_rows(wrapped, host, rows, item: tuple[int, ...], n_bins: int, names,
     shape = tuple(e.size for e in edges)
     n, m = rows.shape
     chunk = units_per_chunk(wrapped, n, 2 ** len(item), m, host.dtype.itemsize, row_pass_bytes(budget))
-    chunks, rows_finite, finite = row_moments(wrapped, rows, item, edges, chunk)
+    d, group, rows_finite, finite = row_differences(wrapped, rows, item, edges, chunk)
     if not bool(rows_finite):
         check_finite(host, "X")  # a NaN or inf, or finite values whose sum overflowed
     check_finite_outputs(finite, "`model`", source=" of `X` (moved to a bin edge)", hint=EDGE_ROWS_HINT)
-    moments = merge(*chunks, parts=1)
-    dtype = chunks[1].dtype
+    group, d, counts, sums = group_sums(group, d, int(np.prod([s - 1 for s in shape])))
     if len(item) == 1:
         plan = Plan(np.arange(1, shape[0]), np.arange(shape[0] - 1))
-        return Differences("numeric", edges[0], shape, *moments, dtype, plan)
+        return Differences("numeric", edges[0], shape, counts, sums, d, group, plan)
     n_j, n_k = shape[0] - 1, shape[1] - 1
     upper = np.arange(1, n_j + 1)[:, None] * (n_k + 1) + np.arange(1, n_k + 1)[None, :]  # each cell's upper corner
-    plan = Plan(upper.ravel(), nearest_filled(moments.counts.reshape(n_j, n_k), *edges))
-    return Differences("pair", edges, shape, *moments, dtype, plan)
+    plan = Plan(upper.ravel(), nearest_filled(counts.reshape(n_j, n_k), *edges))
+    return Differences("pair", edges, shape, counts, sums, d, group, plan)
 
 
 def categorical_rows(wrapped, host, rows, j: int, categorical, name: str, budget: int) -> Differences:
@@ -182,9 +185,9 @@ def categorical_rows(wrapped, host, rows, j: int, categorical, name: str, budget
     D, finite = categorical_differences(wrapped, rows, j, units, chunk)
     check_finite_outputs(finite, "`model`", row_ids=np.concatenate([up, down]),
                          source=" of `X` (moved to a neighbouring category)", hint=EDGE_ROWS_HINT)
-    moments = merge(*grouped_moments(D, units["position"], order.size, 2, MOMENT_CHUNK), parts=2)
+    position, D, counts, sums = group_sums(position, D, order.size)
     plan = Plan(np.arange(order.size), np.arange(order.size - 1))
-    return Differences("categorical", order, (order.size,), *moments, D.dtype, plan)
+    return Differences("categorical", order, (order.size,), counts, sums, D, position, plan)
 
 
 # --- arguments ------------------------------------------------------------------------------
@@ -342,9 +345,9 @@ def _one(wrapped, host, on_device, item, n_bins, n_bootstrap, cats, names, budge
     values, fallback = effects(diff.counts.astype(np.float64), diff.sums, diff.plan, layout)
     stderr = None
     if n_bootstrap:
-        stderr = bootstrap_stderr(diff.counts, diff.sums, diff.second, fallback, diff.plan, layout, key)
-        stderr = jax.numpy.asarray(stderr, diff.dtype)
-    values = jax.numpy.asarray(values, diff.dtype)
+        stderr = bootstrap_stderr(diff.group, diff.D, diff.counts, diff.sums, fallback, diff.plan, layout, key)
+        stderr = jax.numpy.asarray(stderr, diff.D.dtype)
+    values = jax.numpy.asarray(values, diff.D.dtype)
     if wrapped.single_output:
         values = values[..., 0]
         stderr = None if stderr is None else stderr[..., 0]

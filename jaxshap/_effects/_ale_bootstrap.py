@@ -39,34 +39,51 @@ def generator(key: jax.Array) -> np.random.Generator:
     return np.random.default_rng(np.asarray(words, np.uint32).ravel())
 
 
-def within_roots(second: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    r"""``[G, K, P, P]``: for each group and output, a square root :math:`L` (:math:`L L^\top =
-    \Sigma_g`) of the population covariance :math:`\Sigma_g = M_g / n_g` of its rows' ``P``
-    differences, from the centred second moments ``second [G, K, P, P]`` and ``counts [G]``."""
-    cov = second / np.maximum(counts, 1)[:, None, None, None]
+def within_roots(group: np.ndarray, D: np.ndarray, mean: np.ndarray, counts: np.ndarray, parts: int) -> np.ndarray:
+    r"""``[G, K, P, P]``: for each group and output, a square root :math:`L` of the population
+    covariance :math:`\Sigma_g` (:math:`L L^\top = \Sigma_g`) of its rows' ``P`` differences.
+
+    Args:
+      group: ``[n]`` each row's group (integers).
+      D: ``[n, P * K]`` each row's differences, column ``p * K + k`` its ``p``-th difference of
+        output ``k`` (``P = 2`` for a categorical feature's up- and down-steps, else 1).
+      mean: ``[G, P * K]`` the groups' means.
+      counts: ``[G]`` rows per group.
+      parts: ``P``.
+    """
+    n_groups, width = mean.shape
+    k_out = width // parts
+    centred = (np.asarray(D, np.float64) - mean[group]).reshape(-1, parts, k_out)  # two passes: no cancellation
+    cov = np.empty((n_groups, k_out, parts, parts))
+    for a in range(parts):
+        for b in range(a, parts):
+            product = centred[:, a] * centred[:, b]
+            total = np.stack([np.bincount(group, product[:, k], minlength=n_groups) for k in range(k_out)], axis=1)
+            cov[:, :, a, b] = cov[:, :, b, a] = total / np.maximum(counts, 1)[:, None]
     w, v = np.linalg.eigh(cov)  # a group of one row, or of equal rows, has a singular covariance
     return v * np.sqrt(np.maximum(w, 0.0))[..., None, :]
 
 
-def replicates(counts: np.ndarray, sums: np.ndarray, second: np.ndarray, fallback: tuple, plan: Plan,
-               layout: Layout, key: jax.Array) -> np.ndarray:
+def replicates(group, D, counts: np.ndarray, sums: np.ndarray, fallback: tuple, plan: Plan, layout: Layout,
+               key: jax.Array) -> np.ndarray:
     """``[B, *shape, K]``: the centred effects of ``B = layout.n_bootstrap`` bootstrap replicates.
 
     Args:
+      group: ``[n]`` each row's group.
+      D: ``[n, Q]`` each row's differences, column ``p * K + k`` the ``p``-th difference of output ``k``.
       counts: ``[G]`` rows per group.
-      sums: ``[G, Q]`` the groups' sums of differences (float64), column ``p * K + k`` the
-        ``p``-th difference of output ``k``.
-      second: ``[G, K, P, P]`` their centred second moments (:mod:`._ale_moments`).
+      sums: ``[G, Q]`` the groups' sums (float64).
       fallback: what :func:`effects` returned beside the full sample's values: what a replicate
         that leaves a segment empty falls back on.
       plan: where groups and segments sit.
       layout: static; its ``n_bootstrap`` is the number of replicates.
       key: the replicates' key.
     """
+    group = np.asarray(group, np.intp)  # no copy when it is already
+    parts = 2 if layout.kind == "categorical" else 1
     n_groups, width = sums.shape
-    parts = second.shape[-1]
     mean = sums / np.maximum(counts, 1)[:, None]
-    roots = within_roots(second, counts)
+    roots = within_roots(group, D, mean, counts, parts)
     rng = generator(key)
     n, b = int(counts.sum()), layout.n_bootstrap
     drawn = rng.multinomial(n, counts / n, size=b).astype(np.float64)  # step 1, exact

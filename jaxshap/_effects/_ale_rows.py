@@ -1,5 +1,4 @@
-r"""The model's finite differences at every row's bin (or cell), with the bins found in the program
-and the differences reduced to their bins' moments there (:mod:`._ale_moments`).
+r"""The model's finite differences at every row's bin (or cell), with the bins found in the program.
 
 For a numeric feature :math:`j` each data row is one unit: with :math:`x^{(i)}_j` in bin
 :math:`k = (z_{k-1}, z_k]` (bin 1 also holds :math:`z_0`), its difference is
@@ -24,7 +23,6 @@ import jax.numpy as jnp
 
 from .._core._device_rows import DeviceRows, read_rows
 from .._core._model import Model
-from ._ale_moments import chunk_moments
 
 CHAIN_EDGES = 64
 """Up to this many edges a value's bin and its edges come from one comparison and two selects per
@@ -53,17 +51,17 @@ def bin_edges_of(values: jax.Array, edges: jax.Array) -> tuple[jax.Array, jax.Ar
     return k, lower, upper
 
 
-def _corners(x: jax.Array, features: tuple[int, ...], edges: tuple) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
-    """The chunk's model inputs ``[c, C, M]`` at its rows' corners, and each row's group as two
-    coordinates (0-based): its bin and 0, or its cell's two bins."""
+def _corners(x: jax.Array, features: tuple[int, ...], edges: tuple) -> tuple[jax.Array, jax.Array]:
+    """The chunk's model inputs ``[c, C, M]`` at its rows' corners, and each row's group: its bin
+    (0-based) or its cell (row-major over the two features' bins)."""
     found = [bin_edges_of(x[:, j], e) for j, e in zip(features, edges)]
     if len(found) == 1:
         (k, lower, upper), = found
-        values, group = [jnp.stack([upper, lower], axis=1)], (k - 1, jnp.zeros_like(k))
+        values, group = [jnp.stack([upper, lower], axis=1)], k - 1
     else:
         (kj, lj, uj), (kl, ll, ul) = found
         values = [jnp.stack([uj, lj, uj, lj], axis=1), jnp.stack([ul, ul, ll, ll], axis=1)]
-        group = (kj - 1, kl - 1)
+        group = (kj - 1) * (edges[1].shape[0] - 1) + (kl - 1)
     n_corners = values[0].shape[1]
     columns = jnp.arange(x.shape[1])
     inputs = jnp.broadcast_to(x[:, None, :], (x.shape[0], n_corners, x.shape[1]))
@@ -73,8 +71,8 @@ def _corners(x: jax.Array, features: tuple[int, ...], edges: tuple) -> tuple[jax
 
 
 @functools.partial(jax.jit, static_argnums=(2, 4))
-def row_moments(model: Model, rows: DeviceRows, features: tuple[int, ...], edges: tuple, chunk: int):
-    """Each chunk's moments of its rows' differences by bin (or cell).
+def row_differences(model: Model, rows: DeviceRows, features: tuple[int, ...], edges: tuple, chunk: int):
+    """Every row's difference and its group.
 
     Args:
       model: the wrapped model.
@@ -84,30 +82,25 @@ def row_moments(model: Model, rows: DeviceRows, features: tuple[int, ...], edges
       chunk: rows per model call (static).
 
     Returns:
-      ``(moments, rows_finite, d_finite [n])``: ``moments`` the chunks' ``(count, total, second)``
-      of :func:`._ale_moments.chunk_moments` on a leading chunk axis, over a grid of
-      ``B x 1`` bins or ``B_j x B_k`` cells; ``rows_finite`` is false when a chunk of the data
-      sums to NaN or inf, which every NaN or inf makes it do (and, rarely, finite values whose
-      sum overflows: the caller checks the data then); ``d_finite`` says per row whether its
-      difference is finite.
+      ``(d [n, K], group [n], rows_finite, d_finite [n])``: ``rows_finite`` is false
+      when a chunk of the data sums to NaN or inf, which every NaN or inf makes it do (and, rarely,
+      finite values whose sum overflows: the caller checks the data then).
     """
     n, m = rows.shape
     chunk = min(chunk, n)
     n_chunks = -(-n // chunk)
-    grid = (edges[0].shape[0] - 1, edges[1].shape[0] - 1 if len(edges) == 2 else 1)
 
     def one(i):
         start = jnp.minimum(i * chunk, n - chunk)  # the last chunk ends at the last row
         x = read_rows(rows, start, chunk)
-        inputs, (first, second) = _corners(x, features, edges)
+        inputs, group = _corners(x, features, edges)
         c = inputs.shape[1]
         y = model.fn(inputs.reshape(-1, m)).reshape(chunk, c, -1)
         d = jnp.einsum("c,ucK->uK", jnp.asarray(SIGNS[c], y.dtype), y)
-        valid = start + jnp.arange(chunk) >= i * chunk  # rows the previous chunk did not hold
-        moments = chunk_moments(d, first, second, valid, grid, 1)
-        return moments, jnp.isfinite(jnp.sum(x)), jnp.all(jnp.isfinite(d), axis=-1)  # a NaN or inf makes the sum one
+        return d, group, jnp.isfinite(jnp.sum(x))  # a NaN or inf anywhere makes the sum one
 
-    moments, finite, d_finite = jax.lax.map(one, jnp.arange(n_chunks))
+    d, group, finite = jax.lax.map(one, jnp.arange(n_chunks))
     skip = n_chunks * chunk - n  # rows of the last chunk that its neighbour already holds
-    d_finite = jnp.concatenate([d_finite[:-1].reshape(-1), d_finite[-1, skip:]])
-    return moments, jnp.all(finite), d_finite
+    d = jnp.concatenate([d[:-1].reshape(-1, d.shape[-1]), d[-1, skip:]])
+    group = jnp.concatenate([group[:-1].reshape(-1), group[-1, skip:]])
+    return d, group, jnp.all(finite), jnp.all(jnp.isfinite(d), axis=-1)
