@@ -275,3 +275,22 @@ def test_chunk_planner_counts_a_maskers_own_memory():
     rows_plain, _ = chunk_capacity(8, 0, 100, budget)
     rows_net, coalitions = chunk_capacity(8, 0, 100, budget, 0, 1024)  # 1 KiB of activations per coalition
     assert coalitions == 8 and rows_net == chunk_bytes(budget) // (8 * 1024) < rows_plain
+
+
+@pytest.mark.parametrize("kind", ["Generative", "Surrogate"])
+def test_maskers_trained_alike_share_their_training_program(kind):
+    """A second masker on rows of the same shapes with the same options reuses the first one's
+    compiled epoch (the folds of a cross-fit pay one compile); other options get their own."""
+    from jaxshap._estimators._training import default_epoch
+
+    X = np.random.default_rng(4).normal(size=(120, 3)).astype(np.float32)
+    build = {"Generative": lambda key, **kw: jaxshap.maskers.Generative(X, key=key, epochs=2, **kw),
+             "Surrogate": lambda key, **kw: jaxshap.maskers.Surrogate(linear, X, key=key, epochs=2, **kw)}[kind]
+    first = build(0)
+    before = default_epoch.cache_info()
+    second = build(1)
+    after = default_epoch.cache_info()
+    assert (after.hits, after.misses) == (before.hits + 1, before.misses)
+    assert not np.allclose(first.validation_loss_, second.validation_loss_)  # other keys, other networks
+    build(2, learning_rate=1e-3)
+    assert default_epoch.cache_info().misses == before.misses + 1

@@ -17,6 +17,7 @@ gives the same parameters.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Callable, NamedTuple
 
@@ -87,6 +88,21 @@ def make_epoch(loss_fn: Callable, optimizer: optax.GradientTransformation, batch
         return params, state, losses.mean()
 
     return jax.jit(epoch)
+
+
+@functools.lru_cache(maxsize=16)
+def default_epoch(loss_fn: Callable, learning_rate: float, steps: int, batch_size: int) -> Callable:
+    """:func:`make_epoch` with :func:`default_optimizer`, one jitted function per ``(loss_fn, learning_rate,
+    steps, batch_size)``: models trained alike (the folds of a cross-fit, a refit) share its compiled
+    program instead of compiling their own. ``loss_fn`` is compared by equality: a module-level
+    function, or a frozen dataclass of hashable settings."""
+    return make_epoch(loss_fn, default_optimizer(learning_rate, steps), batch_size)
+
+
+@functools.lru_cache(maxsize=16)
+def jitted(fn: Callable) -> Callable:
+    """``jax.jit(fn)``, the same jitted function for equal ``fn`` (see :func:`default_epoch`)."""
+    return jax.jit(fn)
 
 
 class Stopping(NamedTuple):

@@ -2,7 +2,8 @@ r"""A learned conditional distribution: ``maskers.Generative``, a masked variati
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+import dataclasses
+from typing import Any, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -28,6 +29,39 @@ VALIDATION_MASKS = 4
 
 NETWORKS = ("prior", "decoder")
 """The networks sampling needs (the full encoder only serves training)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Elbo:
+    """The training loss: the negative vaeac bound on a batch ``(zs, codes)`` of rows, each with
+    a random coalition and latent draw from ``key``. A frozen dataclass, so that maskers with
+    equal layouts share the compiled training program (:func:`..._learned.fit_network`)."""
+
+    layout: Layout
+
+    def __call__(self, params, batch, key):
+        zs, codes = batch
+        k_mask, k_eps = jax.random.split(key)
+        masks = uniform_size_masks(k_mask, zs.shape[0], self.layout.n_features)
+        eps = jax.random.normal(k_eps, (zs.shape[0], self.layout.latent), zs.dtype)
+        return negative_elbo(params, self.layout, zs, codes, masks, eps)
+
+
+@dataclasses.dataclass(frozen=True)
+class _HeldOutElbo:
+    """The early-stopping score: :class:`_Elbo` on the held-out rows of :func:`_held_out`, with
+    their coalitions and latent draws fixed by its key."""
+
+    layout: Layout
+
+    def __call__(self, params, held):
+        zs, codes, key = held
+        return _Elbo(self.layout)(params, (zs, codes), key)
+
+
+def _held_out(zs: jax.Array, codes: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The held-out rows, each repeated ``VALIDATION_MASKS`` times, and the key of their fixed draws."""
+    return jnp.repeat(zs, VALIDATION_MASKS, axis=0), jnp.repeat(codes, VALIDATION_MASKS, axis=0), key
 
 
 class Generative(ConditionalSampler):
@@ -122,7 +156,8 @@ class Generative(ConditionalSampler):
         zs, codes = self._split_columns(x)
         params = init_vaeac(k_init, self.layout, self.hidden, x.dtype)
         params, self.history_, batch = fit_network(
-            self._loss, self._validation(zs[val], codes[val], k_val), params, (zs[train], codes[train]), k_train, options
+            _Elbo(self.layout), _HeldOutElbo(self.layout), params, (zs[train], codes[train]),
+            _held_out(zs[val], codes[val], k_val), k_train, options
         )
         self.params = {name: params[name] for name in NETWORKS}
         self.validation_loss_ = min(self.history_["validation_error"])
@@ -134,18 +169,6 @@ class Generative(ConditionalSampler):
         lay = self.layout
         z = (x[..., np.array(lay.numeric, dtype=np.int32)] - self.x_mean) / self.x_scale
         return z, x[..., np.array(lay.categorical, dtype=np.int32)].astype(jnp.int32)
-
-    def _loss(self, params, batch, key):
-        zs, codes = batch
-        k_mask, k_eps = jax.random.split(key)
-        masks = uniform_size_masks(k_mask, zs.shape[0], self.layout.n_features)
-        eps = jax.random.normal(k_eps, (zs.shape[0], self.layout.latent), zs.dtype)
-        return negative_elbo(params, self.layout, zs, codes, masks, eps)
-
-    def _validation(self, zs, codes, key) -> Callable:
-        """``error(params)``: the loss on held-out rows with fixed coalitions and latent draws."""
-        zs, codes = jnp.repeat(zs, VALIDATION_MASKS, axis=0), jnp.repeat(codes, VALIDATION_MASKS, axis=0)
-        return lambda params: self._loss(params, (zs, codes), key)
 
     # --- the masker protocol -------------------------------------------------------------------
     @property

@@ -14,7 +14,7 @@ import jax
 import numpy as np
 
 from .._core._validate import integer, number
-from .._estimators._training import default_optimizer, make_epoch, train_epochs
+from .._estimators._training import default_epoch, default_optimizer, jitted, train_epochs
 
 
 class Training(NamedTuple):
@@ -59,24 +59,27 @@ def holdout(key: jax.Array, n_rows: int, fraction: float) -> tuple[jax.Array, ja
     return order[n_val:], order[:n_val]
 
 
-def fit_network(loss_fn: Callable, error_fn: Callable, params: Any, rows: Any, key: jax.Array,
+def fit_network(loss_fn: Callable, error_fn: Callable, params: Any, rows: Any, held: Any, key: jax.Array,
                 options: Training) -> tuple[Any, dict[str, list[float]], int]:
-    """Train ``params`` on ``loss_fn(params, batch, key)`` with early stopping on ``error_fn(params)``.
+    """Train ``params`` on ``loss_fn(params, batch, key)`` with early stopping on ``error_fn(params, held)``.
 
-    Returns ``(best params, history, batch size used)``; the steps taken are
-    ``len(history["loss"]) * (n // batch)``.
+    Both functions are compared by equality (module-level functions or frozen dataclasses), so
+    networks trained alike on rows of the same shapes share their compiled programs
+    (:func:`jaxshap._estimators._training.default_epoch`). Returns ``(best params, history,
+    batch size used)``; the steps taken are ``len(history["loss"]) * (n // batch)``.
     """
     n = jax.tree_util.tree_leaves(rows)[0].shape[0]
     batch = min(options.batch_size, n)
-    optimizer = default_optimizer(options.learning_rate, options.epochs * (n // batch))
-    epoch = make_epoch(loss_fn, optimizer, batch)
+    steps = options.epochs * (n // batch)
+    epoch = default_epoch(loss_fn, options.learning_rate, steps, batch)
+    error = jitted(error_fn)
 
     def run(state, k):
         p, s, loss = epoch(*state, rows, k)
         return (p, s), loss
 
-    best, history = train_epochs(run, jax.jit(error_fn), (params, optimizer.init(params)), key, options.epochs,
-                                 options.patience)
+    state = (params, default_optimizer(options.learning_rate, steps).init(params))
+    best, history = train_epochs(run, lambda p: error(p, held), state, key, options.epochs, options.patience)
     return best, history, batch
 
 

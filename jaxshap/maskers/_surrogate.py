@@ -143,7 +143,7 @@ class Surrogate(Masker):
         z, t = (x - self.x_mean) / self.x_scale, (y - self.y_mean) / self.y_scale
         params = init_mlp(k_init, (2 * m,) + self.hidden + (y.shape[1],), x.dtype)
         self.params, self.history_, batch = fit_network(
-            _loss, _validation_error(z[val], t[val], k_val), params, (z[train], t[train]), k_train, options
+            _loss, _validation_error, params, (z[train], t[train]), _held_out(z[val], t[val], k_val), k_train, options
         )
         self.validation_loss_ = min(self.history_["validation_error"])
         self.cost_ = cost_text(self.history_, len(train) // batch, batch)
@@ -268,9 +268,15 @@ def _loss(params: list[dict], batch: tuple[jax.Array, jax.Array], key: jax.Array
     return jnp.mean((surrogate_predict(params, z, masks) - t) ** 2)
 
 
-def _validation_error(z: jax.Array, t: jax.Array, key: jax.Array) -> Callable:
-    """``error(params)``: the squared error on held-out rows, each with fixed random coalitions."""
+def _held_out(z: jax.Array, t: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """``(rows [n, V, M], masks [n, V, M], targets [n, K])``: the held-out rows, each with ``V``
+    fixed random coalitions, for :func:`_validation_error`."""
     n, m = z.shape
     masks = uniform_size_masks(key, n * VALIDATION_MASKS, m).reshape(n, VALIDATION_MASKS, m)
-    zs = jnp.broadcast_to(z[:, None, :], masks.shape)
-    return lambda params: jnp.mean((surrogate_predict(params, zs, masks) - t[:, None, :]) ** 2)
+    return jnp.broadcast_to(z[:, None, :], masks.shape), masks, t
+
+
+def _validation_error(params: list[dict], held: tuple[jax.Array, jax.Array, jax.Array]) -> jax.Array:
+    """The squared error on the held-out rows and their fixed coalitions (:func:`_held_out`)."""
+    zs, masks, t = held
+    return jnp.mean((surrogate_predict(params, zs, masks) - t[:, None, :]) ** 2)
