@@ -129,6 +129,18 @@ def test_within_group_roots_are_the_rows_population_covariance():
     assert np.abs(roots[3]).max() < 1e-6 and np.abs(roots[[1, 4]]).max() == 0.0  # equal rows; one row; none
 
 
+def test_blocks_of_replicates_give_the_same_values_and_stderr(monkeypatch):
+    """Replicates drawn in blocks (bounded memory) are the ones drawn at once, and the standard
+    error merged block by block is NumPy's over all of them."""
+    diff, layout, fallback = grouped(data(240), (0, 1), 4, 37)
+    args = (diff.group, diff.D, diff.counts, diff.sums, fallback, diff.plan, layout, jax.random.key(9))
+    whole = boot.replicates(*args)
+    monkeypatch.setattr(boot, "BLOCK_VALUES", 5 * diff.sums.size)  # blocks of 5 replicates
+    assert len(list(boot.replicate_blocks(*args))) == 8
+    np.testing.assert_array_equal(boot.replicates(*args), whole)
+    np.testing.assert_allclose(boot.bootstrap_stderr(*args), np.std(whole, axis=0, ddof=1), rtol=1e-12, atol=1e-15)
+
+
 def test_stderr_reproducible_from_the_key_and_sensitive_to_it():
     import jaxshap
 

@@ -26,6 +26,8 @@ Everything here runs on the host in float64 (the sizes are a grid's), seeded by 
 
 from __future__ import annotations
 
+from typing import Iterator
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -64,9 +66,15 @@ def within_roots(group: np.ndarray, D: np.ndarray, mean: np.ndarray, counts: np.
     return v * np.sqrt(np.maximum(w, 0.0))[..., None, :]
 
 
-def replicates(group, D, counts: np.ndarray, sums: np.ndarray, fallback: tuple, plan: Plan, layout: Layout,
-               key: jax.Array) -> np.ndarray:
-    """``[B, *shape, K]``: the centred effects of ``B = layout.n_bootstrap`` bootstrap replicates.
+BLOCK_VALUES = 1 << 22
+"""Replicates are drawn and evaluated in blocks of about this many group sums (float64: 32 MiB
+per array), so that a fine pair grid with many outputs and resamples stays in bounded memory."""
+
+
+def replicate_blocks(group, D, counts: np.ndarray, sums: np.ndarray, fallback: tuple, plan: Plan, layout: Layout,
+                     key: jax.Array) -> Iterator[np.ndarray]:
+    """The centred effects of ``B = layout.n_bootstrap`` bootstrap replicates, in blocks
+    ``[b, *shape, K]`` (the same values for every block size: the draws come in one stream).
 
     Args:
       group: ``[n]`` each row's group.
@@ -87,13 +95,29 @@ def replicates(group, D, counts: np.ndarray, sums: np.ndarray, fallback: tuple, 
     rng = generator(key)
     n, b = int(counts.sum()), layout.n_bootstrap
     drawn = rng.multinomial(n, counts / n, size=b).astype(np.float64)  # step 1, exact
-    z = rng.standard_normal((b, n_groups, parts))  # shared by the outputs: each output's draws do not depend on K
-    spread = np.einsum("gkpq,bgq->bgpk", roots, z).reshape(b, n_groups, width)  # column p * K + k
-    totals = drawn[..., None] * mean + np.sqrt(drawn)[..., None] * spread  # step 2, by its first two moments
-    return effects(drawn, totals, plan, layout, fallback)[0]
+    block = max(1, BLOCK_VALUES // (n_groups * width))
+    for start in range(0, b, block):
+        c = drawn[start : start + block]
+        z = rng.standard_normal((c.shape[0], n_groups, parts))  # shared by the outputs: no dependence on K
+        spread = np.einsum("gkpq,bgq->bgpk", roots, z).reshape(c.shape[0], n_groups, width)  # column p * K + k
+        totals = c[..., None] * mean + np.sqrt(c)[..., None] * spread  # step 2, by its first two moments
+        yield effects(c, totals, plan, layout, fallback)[0]
+
+
+def replicates(*args) -> np.ndarray:
+    """``[B, *shape, K]``: every replicate of :func:`replicate_blocks` (same arguments)."""
+    return np.concatenate(list(replicate_blocks(*args)))
 
 
 def bootstrap_stderr(*args) -> np.ndarray:
-    """The bootstrap standard errors ``[*shape, K]``: the standard deviation (``ddof=1``) of
-    :func:`replicates` (same arguments)."""
-    return np.std(replicates(*args), axis=0, ddof=1)
+    """The bootstrap standard errors ``[*shape, K]``: the standard deviation (``ddof=1``) over the
+    replicates of :func:`replicate_blocks` (same arguments), merged block by block (Chan, Golub
+    & LeVeque's pairwise update), so the replicates are never all held."""
+    n, mean, m2 = 0, 0.0, 0.0
+    for values in replicate_blocks(*args):
+        b, block_mean = values.shape[0], values.mean(axis=0)
+        block_m2 = np.sum((values - block_mean) ** 2, axis=0)
+        delta = block_mean - mean
+        m2 = m2 + block_m2 + delta**2 * n * b / (n + b)
+        mean, n = mean + delta * b / (n + b), n + b
+    return np.sqrt(m2 / (n - 1))
