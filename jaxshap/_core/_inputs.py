@@ -357,6 +357,11 @@ def seed_key(seed: int) -> jax.Array:
     return jax.random.key(seed)
 
 
+def key_bits(key: jax.Array) -> jax.Array:
+    """The raw ``uint32`` bits of a PRNG key (typed, or legacy ``uint32[2]``), concrete or traced."""
+    return jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key
+
+
 def as_key(key: Any) -> jax.Array:
     """Return a PRNG key: ``None`` means the fixed default ``jax.random.key(0)``; an int seeds one.
 

@@ -29,16 +29,15 @@ from __future__ import annotations
 from typing import Iterator
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
+from .._core._inputs import key_bits
 from ._ale_program import Layout, Plan, effects
 
 
 def generator(key: jax.Array) -> np.random.Generator:
     """NumPy's generator seeded by the words of a JAX key (typed or legacy ``uint32[2]``)."""
-    words = jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key
-    return np.random.default_rng(np.asarray(words, np.uint32).ravel())
+    return np.random.default_rng(np.asarray(key_bits(key), np.uint32).ravel())
 
 
 def within_roots(group: np.ndarray, D: np.ndarray, mean: np.ndarray, counts: np.ndarray, parts: int) -> np.ndarray:

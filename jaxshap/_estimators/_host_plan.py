@@ -35,6 +35,7 @@ from .._platform._threads import single_threaded_blas
 from .._coalitions._host_sampling import host_coalitions
 from .._coalitions._kernel_design import KernelPlan
 from .._coalitions._static_cache import static_cache
+from .._core._inputs import key_bits
 from ._kernel_solve import operator_shapes, plan_operators
 
 CACHE_SIZE = 4
@@ -46,15 +47,10 @@ _worker: dict = {}
 """The worker thread's executor and the process it belongs to (a forked child starts its own)."""
 
 
-def _raw_bits(key: jax.Array) -> jax.Array:
-    """The raw ``uint32`` bits of a key (typed, or legacy ``uint32``), concrete or traced."""
-    return jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key
-
-
 def _key_bits(key: jax.Array) -> np.ndarray:
     """The raw bits of a concrete key, on the host."""
     with jax.ensure_compile_time_eval():  # a concrete key closed over inside jax.jit stays concrete
-        return np.asarray(_raw_bits(key), np.uint32)
+        return np.asarray(key_bits(key), np.uint32)
 
 
 def _cache_key(bits: np.ndarray, plan, controls: tuple, dtype: np.dtype, prior=None) -> tuple:
@@ -169,7 +165,7 @@ def shared_plan(key: jax.Array, plan: KernelPlan, controls: tuple = (), *, dtype
         def callback(bits):
             return [np.asarray(leaf) for leaf in host_plan(bits, plan, tuple(controls), dtype, prior)]
 
-        leaves = jax.pure_callback(callback, structs, _raw_bits(key), vmap_method="sequential")
+        leaves = jax.pure_callback(callback, structs, key_bits(key), vmap_method="sequential")
     return jax.tree_util.tree_unflatten(treedef, list(leaves))
 
 

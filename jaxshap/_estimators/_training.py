@@ -91,12 +91,14 @@ def make_epoch(loss_fn: Callable, optimizer: optax.GradientTransformation, batch
 
 
 @functools.lru_cache(maxsize=16)
-def default_epoch(loss_fn: Callable, learning_rate: float, steps: int, batch_size: int) -> Callable:
-    """:func:`make_epoch` with :func:`default_optimizer`, one jitted function per ``(loss_fn, learning_rate,
-    steps, batch_size)``: models trained alike (the folds of a cross-fit, a refit) share its compiled
-    program instead of compiling their own. ``loss_fn`` is compared by equality: a module-level
-    function, or a frozen dataclass of hashable settings."""
-    return make_epoch(loss_fn, default_optimizer(learning_rate, steps), batch_size)
+def default_epoch(loss_fn: Callable, learning_rate: float, steps: int,
+                  batch_size: int) -> tuple[Callable, optax.GradientTransformation]:
+    """``(epoch, optimizer)``: :func:`make_epoch` with :func:`default_optimizer`, one jitted function
+    per ``(loss_fn, learning_rate, steps, batch_size)``: models trained alike (the folds of a
+    cross-fit, a refit) share its compiled program instead of compiling their own. ``loss_fn`` is
+    compared by equality: a module-level function, or a frozen dataclass of hashable settings."""
+    optimizer = default_optimizer(learning_rate, steps)
+    return make_epoch(loss_fn, optimizer, batch_size), optimizer
 
 
 @functools.lru_cache(maxsize=16)

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._core._inputs import as_key
+from .._core._inputs import as_key, key_bits
 from .._core._validate import flag, integer
 from ._asymmetric import ChainMasker
 from ._base import Masker
@@ -98,8 +98,7 @@ class Causal(ChainMasker):
         self.confounding = confounding
         self.n_samples = integer(n_samples, "n_samples", least=1, rule=f"a positive integer ({DEFAULT_SAMPLES} is the default)")
         key = as_key(key)
-        data = jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key
-        self._key_bits = tuple(int(b) for b in np.asarray(data).reshape(-1))  # static: never a traced leaf
+        self._key_bits = tuple(int(b) for b in np.asarray(key_bits(key)).reshape(-1))  # static: never a traced leaf
 
     @property
     def evals_per_coalition(self) -> int:

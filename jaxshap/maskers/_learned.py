@@ -14,7 +14,7 @@ import jax
 import numpy as np
 
 from .._core._validate import integer, number
-from .._estimators._training import default_epoch, default_optimizer, jitted, train_epochs
+from .._estimators._training import default_epoch, jitted, train_epochs
 
 
 class Training(NamedTuple):
@@ -71,14 +71,14 @@ def fit_network(loss_fn: Callable, error_fn: Callable, params: Any, rows: Any, h
     n = jax.tree_util.tree_leaves(rows)[0].shape[0]
     batch = min(options.batch_size, n)
     steps = options.epochs * (n // batch)
-    epoch = default_epoch(loss_fn, options.learning_rate, steps, batch)
+    epoch, optimizer = default_epoch(loss_fn, options.learning_rate, steps, batch)
     error = jitted(error_fn)
 
     def run(state, k):
         p, s, loss = epoch(*state, rows, k)
         return (p, s), loss
 
-    state = (params, default_optimizer(options.learning_rate, steps).init(params))
+    state = (params, optimizer.init(params))
     best, history = train_epochs(run, lambda p: error(p, held), state, key, options.epochs, options.patience)
     return best, history, batch
 
