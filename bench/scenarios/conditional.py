@@ -306,7 +306,7 @@ def run(quick: bool = False) -> dict:
             train_big = dist.sample(np.random.default_rng(1000 + m), DIAGNOSIS_ROWS * cfg["n_train"])
             per_model = {name: [] for name in cfg["models"][kind]}
             for d in range(cfg["draws"]):
-                rng = np.random.default_rng(m + 1000 * d)  # draw 0 holds the rows of the single-draw bench
+                rng = np.random.default_rng(m + 1000 * d)  # draw 0: the single-draw bench's training rows
                 train = dist.sample(rng, cfg["n_train"])
                 X, X_msev = dist.sample(rng, cfg["n_x"]), dist.sample(rng, cfg["n_msev"])
                 models = make_models(m, train, cfg["trees"], cfg["models"][kind])
