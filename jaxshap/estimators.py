@@ -3,7 +3,7 @@
 Each kernel works on one game ``v: [C, M] bool -> [C, ...]`` and knows nothing about models;
 ``jax.vmap`` over rows makes a batch. The explainers are built on these. KernelSHAP's priors on
 its third-order control variates are :class:`RowPrior` objects (:class:`Isotropic`,
-:class:`Hierarchical`, or a subclass of your own, registered by its ``name``).
+:class:`Hierarchical`, :class:`Leading`, or a subclass of your own, registered by its ``name``).
 """
 
 from ._estimators._exact import exact_shapley
@@ -11,7 +11,7 @@ from ._estimators._interactions import INDICES, banzhaf_values, exact_interactio
 from ._estimators._kernel import kernel_shapley, kernel_solve
 from ._estimators._kernel_interactions import kernel_interactions
 from ._estimators._permutation import permutation_shapley
-from ._estimators._priors import Hierarchical, Isotropic, RowPrior
+from ._estimators._priors import Hierarchical, Isotropic, Leading, RowPrior
 
 __all__ = [
     "INDICES",
@@ -26,4 +26,5 @@ __all__ = [
     "RowPrior",
     "Isotropic",
     "Hierarchical",
+    "Leading",
 ]

@@ -498,7 +498,7 @@ def test_shared_coalitions_are_one_draw_per_call():
     masks = jnp.asarray(masks)
 
     ex = jaxshap.KernelExplainer(model, bg, 40, shared_coalitions=True, third_order=True, prior="auto")
-    assert ex.prior == "hierarchical"  # a small budget: the per-row prior, on the shared draw's parts
+    assert ex.prior == "leading"  # a small budget: the per-row prior, on the shared draw's parts
 
     def shared_row(x):
         v = game(x, jnp.concatenate([ends, masks]))[:, None]

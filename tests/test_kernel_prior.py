@@ -13,7 +13,7 @@ from scipy.linalg import null_space
 
 import jaxshap
 from jaxshap.coalitions import Auto, kernel_plan
-from jaxshap.estimators import Hierarchical, Isotropic, RowPrior, kernel_shapley, kernel_solve
+from jaxshap.estimators import Hierarchical, Isotropic, Leading, RowPrior, kernel_shapley, kernel_solve
 from jaxshap._coalitions._host_sampling import host_coalitions
 from jaxshap._coalitions._kernel_design import plan_rows
 from jaxshap._estimators._control_variates import weighted_triple_kernel
@@ -56,16 +56,31 @@ def oracle_fit(masks, weights, values, v0, v1, variances, rho):
     return delta / m + basis @ coef[: m - 1]
 
 
-def oracle_hierarchical(masks, weights, values, v0, v1, rho, power, mix):
-    """The isotropic fit, its feature scales ``a_j = |phi_j|^p / mean |phi|^p``, then the fit with
-    variances ``mix + (1 - mix) a_T / mean(a_T)``, ``a_T`` the product over the triple."""
+def oracle_variances(masks, weights, values, v0, v1, rho, power, mix, features=None, terms=None):
+    """The hierarchical prior's variances ``mix + (1 - mix) a_T / mean(a_T)`` (units of ``1 / lambda``),
+    ``a_T`` the product over the triple of the isotropic fit's scales ``a_j = |phi_j|^p / mean |phi|^p``;
+    with ``features``/``terms``, the second part only on the ``terms`` largest ``a_T`` among the
+    triples of the ``features`` largest ``a_j`` (the leading-terms prior)."""
     m = masks.shape[1]
     t = triples(m)
     phi = oracle_fit(masks, weights, values, v0, v1, np.ones(len(t)), rho)
     a = np.abs(phi) ** power
     a = a / a.mean()
     a_t = a[t].prod(1)
-    return oracle_fit(masks, weights, values, v0, v1, mix + (1 - mix) * a_t / a_t.mean(), rho)
+    keep = np.ones(len(t), bool)
+    if features is not None:
+        top = np.argsort(-a, kind="stable")[:features]
+        keep = np.isin(t, top).all(1)
+        if terms is not None and terms < keep.sum():
+            cut = np.sort(a_t[keep])[-terms]
+            keep &= a_t >= cut
+            assert keep.sum() == terms  # no ties at the cut in these tests
+    return mix + (1 - mix) * a_t / a_t.mean() * keep
+
+
+def oracle_hierarchical(masks, weights, values, v0, v1, rho, power, mix):
+    """The fit with the hierarchical prior's variances (:func:`oracle_variances`)."""
+    return oracle_fit(masks, weights, values, v0, v1, oracle_variances(masks, weights, values, v0, v1, rho, power, mix), rho)
 
 
 # --- the kernel -----------------------------------------------------------------------------------
@@ -147,7 +162,67 @@ def test_row_solve_applies_the_gls_without_forming_its_operators():
     np.testing.assert_allclose(np.asarray(stderr), np.asarray(stderr_op), rtol=1e-9)
     assert (np.asarray(stderr) > 0).all()
 
-def test_hierarchical_is_exact_when_every_coalition_is_enumerated():
+def _paired_game(m, n, seed, outputs=None):
+    rng = np.random.default_rng(seed)
+    plan = kernel_plan(m, n, "paired")
+    masks, weights = host_coalitions(np.asarray(jax.random.key_data(jax.random.key(seed))), plan)
+    shape = (m,) if outputs is None else (m, outputs)
+    values = rng.normal(size=(n,) + shape[1:]) + (2.0 * masks - 1.0) @ rng.normal(size=shape)
+    v0, v1 = rng.normal(size=shape[1:]), rng.normal(size=shape[1:])
+    return plan, masks, weights, values, v0, v1
+
+
+@pytest.mark.parametrize("features,terms", [(5, None), (7, 12), (11, 40)])
+def test_leading_fit_is_the_ridge_regression_on_its_largest_terms(features, terms):
+    """The Woodbury-updated shared solve equals the explicit ridge regression whose variances are
+    the hierarchical prior's on the ``terms`` largest products among the ``features`` strongest
+    features' triples and the isotropic share elsewhere; its standard error equals the per-row GLS
+    (``gls_apply``, its own factorisation) with that prior's kernel written out term by term."""
+    m, n = 11, 120
+    plan, masks, weights, values, v0, v1 = _paired_game(m, n, 6)
+    rho = third_order_ridge(m)
+    prior = Leading(features=features, terms=terms)
+    var = oracle_variances(masks, weights, values, v0, v1, rho, prior.power, prior.mix, features, terms)
+    want = oracle_fit(masks, weights, values, v0, v1, var, rho)
+    with jax.enable_x64(True):
+        args = (jnp.asarray(values)[:, None], jnp.asarray([v0]), jnp.asarray([v1]))
+        phi, stderr = kernel_solve(plan, jnp.asarray(masks), jnp.asarray(weights), *args, third_order=True, prior=prior)
+        rows = regression_rows(jnp.asarray(masks), jnp.asarray(weights), plan_rows(plan), jnp.float64)
+        lam = rho * float(rows.curvature) / m
+        first = np.asarray(rows.statics[0])
+        terms_x = residualised_terms(masks[first], m)
+        kernel = jnp.asarray((terms_x * var) @ terms_x.T / lam)
+        h_first = float(rows.curvature) / (m * (m - 1)) * jnp.ones((m, m))
+        phi_gls, stderr_gls = gls_apply(rows, kernel, h_first, plan, *args)
+    np.testing.assert_allclose(np.asarray(phi)[:, 0], want, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(np.asarray(phi_gls)[:, 0], want, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(np.asarray(stderr), np.asarray(stderr_gls), rtol=1e-8)
+    hier = oracle_hierarchical(masks, weights, values, v0, v1, rho, prior.power, prior.mix)
+    assert np.abs(want - hier).max() > 1e-4  # the truncation does change the estimate here
+    assert (np.asarray(stderr) > 0).all()
+
+
+def test_leading_with_every_triple_is_the_hierarchical_prior():
+    m, n = 9, 90
+    plan, masks, weights, values, v0, v1 = _paired_game(m, n, 8, outputs=2)
+    with jax.enable_x64(True):
+        run = lambda prior: kernel_solve(  # noqa: E731
+            plan, jnp.asarray(masks), jnp.asarray(weights), jnp.asarray(values), jnp.asarray(v0), jnp.asarray(v1),
+            third_order=True, prior=prior,
+        )
+        for mix in (0.3, 0.0):
+            want, got = run(Hierarchical(mix=mix)), run(Leading(features=m, terms=None, mix=mix))
+            for a, b in zip(got, want):
+                np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-9, atol=1e-12)
+    assert Leading().n_terms(60) == (16, 120) and Leading().n_terms(8) == (8, 56)
+    with pytest.raises(ValueError, match="features"):
+        Leading(features=2)
+    with pytest.raises(ValueError, match="terms"):
+        Leading(terms=0)
+
+
+@pytest.mark.parametrize("prior", ["hierarchical", "leading"])
+def test_hierarchical_is_exact_when_every_coalition_is_enumerated(prior):
     m = 6
     rng = np.random.default_rng(4)
     table = rng.normal(size=2**m)
@@ -158,7 +233,7 @@ def test_hierarchical_is_exact_when_every_coalition_is_enumerated():
 
     exact = shapley_from_game(lambda s: table[sum(1 << j for j in s)], m)
     with jax.enable_x64(True):
-        run = jax.jit(lambda k: kernel_shapley(k, game, m, 2**m - 2, third_order=True, prior="hierarchical")[:2])
+        run = jax.jit(lambda k: kernel_shapley(k, game, m, 2**m - 2, third_order=True, prior=prior)[:2])
         phi, stderr = run(jax.random.key(0))
     np.testing.assert_allclose(np.asarray(phi), exact, rtol=1e-9, atol=1e-9)
     np.testing.assert_array_equal(np.asarray(stderr), 0.0)
@@ -188,20 +263,22 @@ def test_hierarchical_prior_cuts_the_error_where_interactions_follow_the_main_ef
     m, n = 20, 200
     model, background, x, exact = _hierarchical_game(m, np.random.default_rng(0))
     errors, covered = {}, []
-    for prior in ("isotropic", "hierarchical"):
+    for prior in ("isotropic", "hierarchical", "leading"):
         ex = jaxshap.KernelExplainer(model, background, n, prior=prior)
         out = [ex(x, key=k) for k in range(8)]
         phi = np.stack([np.asarray(o.values[0], np.float64) for o in out])
         errors[prior] = float(((phi - exact) ** 2).mean())
-        if prior == "hierarchical":
+        if prior != "isotropic":
             se = np.stack([np.asarray(o.stderr[0], np.float64) for o in out])
             covered = np.abs(phi - exact) <= 3 * se
-            assert 0.3 < (se**2).mean() / errors[prior] < 3, ((se**2).mean(), errors[prior])
+            assert 0.3 < (se**2).mean() / errors[prior] < 3, (prior, (se**2).mean(), errors[prior])
+            assert covered.mean() >= 0.9, (prior, covered.mean())
     assert errors["hierarchical"] < errors["isotropic"] / 3, errors
-    assert covered.mean() >= 0.9, covered.mean()
+    assert errors["leading"] < errors["isotropic"] / 3, errors
 
 
-def test_shared_and_independent_draws_use_the_same_prior():
+@pytest.mark.parametrize("prior", [Hierarchical(), Leading(features=6, terms=10)])
+def test_shared_and_independent_draws_use_the_same_prior(prior):
     """The shared path (parts computed on the host in float64) and the per-row path (traced) give
     the same values for the same coalitions."""
     from jaxshap._estimators._kernel_solve import plan_operators
@@ -212,7 +289,7 @@ def test_shared_and_independent_draws_use_the_same_prior():
     masks, weights = host_coalitions(np.asarray(jax.random.key_data(jax.random.key(1))), plan)
     values = jnp.asarray(rng.normal(size=(n, 2)) + (2.0 * masks - 1.0) @ rng.normal(size=(m, 2)), jnp.float32)
     v0, v1 = jnp.asarray(rng.normal(size=2), jnp.float32), jnp.asarray(rng.normal(size=2), jnp.float32)
-    prior, controls = Hierarchical(), ((3, third_order_ridge(m)),)
+    controls = ((3, third_order_ridge(m)),)
     ops = plan_operators(plan, masks, weights, controls, dtype=np.float64, xp=np)
     parts = prior.parts(plan, masks, weights, controls, dtype=np.float64, xp=np)
     cast = lambda tree: jax.tree_util.tree_map(  # noqa: E731
@@ -237,17 +314,17 @@ def test_prior_default_and_auto_follow_the_budget_and_bad_priors_are_refused():
     units = int(Auto().prior_units * m)
     # the default is the isotropic prior whatever the budget (the per-row solve costs time; an opt-in)
     assert jaxshap.KernelExplainer(model, bg, 5 * m).prior == "isotropic"
-    assert prior(5 * m) == "hierarchical" and prior(units) == "hierarchical"
+    assert prior(5 * m) == "leading" and prior(units) == "leading"
     assert prior(units + 1) == "isotropic" and prior() == "isotropic"  # the default budget: one shared solve
     assert prior(2 * m + 2) == "isotropic"  # no controls at shap's smallest budget
     assert prior(5 * m, third_order=False) == "isotropic"
     wide = Auto().prior_coalitions  # the cap whatever M: at M = 100, 32 M is above it
-    assert Auto().prior(100, int(wide), True) == "hierarchical" and Auto().prior(100, int(wide) + 1, True) == "isotropic"
+    assert Auto().prior(100, int(wide), True) == "leading" and Auto().prior(100, int(wide) + 1, True) == "isotropic"
     assert Auto().prior(100, 2 * 100 + 2048, True) == "isotropic"  # the default budget keeps the shared solve
     assert prior(5 * m, prior="isotropic") == "isotropic" and prior(units + 1, prior="hierarchical") == "hierarchical"
     mine = Hierarchical(power=0.5, mix=0.1)
     assert prior(5 * m, prior=mine) is mine
-    assert set(RowPrior.registered()) >= {"isotropic", "hierarchical"} and Isotropic().name == "isotropic"
+    assert set(RowPrior.registered()) >= {"isotropic", "hierarchical", "leading"} and Isotropic().name == "isotropic"
     with pytest.raises(ValueError, match="third-order control variates"):
         jaxshap.KernelExplainer(model, bg, 5 * m, third_order=False, prior="hierarchical")
     with pytest.raises(ValueError, match="prior='isotropic'"):

@@ -32,17 +32,15 @@ class Auto:
       middle_terms: coalitions per third-order term up to which, with the controls on, the
         middle design is taken.
       prior_units: coalitions per feature up to which, with the controls on, ``prior="auto"``
-        takes the hierarchical prior of the third-order terms (a solve per row,
-        :class:`jaxshap.estimators.Hierarchical`); above it, the isotropic one (one solve shared by
-        every row). Its gain does not fade with the budget (measurements in ``CHANGELOG.md``,
-        issue 32); its cost does not either, hence also ``prior_coalitions``.
-      prior_coalitions: the most coalitions for which ``prior="auto"`` takes the hierarchical
-        prior, whatever ``M``. The per-row solve factorises and inverts a matrix of about
-        ``budget / 2`` rows and columns (about ``budget^3 / 6`` flops), which grows faster than
-        the row's model evaluations (``budget`` times the background); from about a thousand
-        coalitions it costs more than a small network's evaluations on 100 background rows.
-        The default, 2048, keeps the default budget ``2 M + 2048`` on the shared solve for every
-        ``M``.
+        takes the leading-terms prior of the third-order terms (a rank-``r`` update per row of
+        one shared solve, :class:`jaxshap.estimators.Leading`); above it, the isotropic one (one
+        solve shared by every row). Its gain does not fade with the budget (measurements in
+        ``CHANGELOG.md``, issue 32); its cost does not either, hence also ``prior_coalitions``.
+      prior_coalitions: the most coalitions for which ``prior="auto"`` takes the leading-terms
+        prior, whatever ``M``. Its per-row update costs about ``(budget / 2)^2 r`` multiply-adds
+        (``r`` = 120 terms), which grows faster than the row's model evaluations (``budget``
+        times the background). The default, 2048, keeps the default budget ``2 M + 2048`` on the
+        shared solve for every ``M``.
     """
 
     controls_units: float = 2
@@ -66,7 +64,7 @@ class Auto:
         return Leverage() if n_coalitions >= self.leverage_units * m else Paired()
 
     def prior(self, n_features: int, n_coalitions: int, controls: bool) -> str:
-        """The name of the prior ``prior="auto"`` takes: ``"hierarchical"`` with the controls on, at
+        """The name of the prior ``prior="auto"`` takes: ``"leading"`` with the controls on, at
         most ``prior_units`` coalitions per feature and ``prior_coalitions`` in all, and some left
         unevaluated, else ``"isotropic"`` (a budget that covers every coalition is exact under
         either)."""
@@ -74,7 +72,7 @@ class Auto:
         sampled = n_coalitions < 2**m - 2
         small = n_coalitions <= min(self.prior_units * m, self.prior_coalitions)
         if controls and m >= 3 and sampled and small:
-            return "hierarchical"
+            return "leading"
         return "isotropic"
 
     def wants_controls(self, n_features: int, n_coalitions: int, sampler: str | Sampler | None = None) -> bool:

@@ -112,7 +112,8 @@ def kernel_solve(
     ``third_order=True`` means ``controls=((3, third_order_ridge(M)),)``. The ``prior`` sets the
     variances of the third-order coefficients: the same for every term (``"isotropic"``, a fixed
     linear operator of the values) or following the game's own first-order estimate
-    (``"hierarchical"``, :class:`jaxshap.estimators.Hierarchical`, a second solve).
+    (``"hierarchical"``, :class:`jaxshap.estimators.Hierarchical`, a second solve; ``"leading"``,
+    :class:`jaxshap.estimators.Leading`, the same on the row's largest terms, an update of the first).
 
     The standard error is the linearised (sandwich) variance of the whole fit under the
     stratified sampling design, with leverage-corrected residuals (see

@@ -274,24 +274,41 @@ def gls_apply(rows: RegressionRows, kernel, h_first, plan, values, v_empty, v_fu
 
     Equal to :func:`apply_operator` of :func:`gls_operator` (traced only), for a solve used by one
     game: with ``L`` the Cholesky factor of ``I + W^{1/2} K W^{1/2}``, ``C^{-1} x = W^{1/2} L^{-T}
-    L^{-1} W^{1/2} x`` is applied to ``D`` and to the responses only, and the residual operator's
-    diagonal (the leave-one-row-out correction) is ``(w_u \lVert L^{-1} e_u \rVert^2 - (C^{-1} D G)_{uu})
-    / w_u``. One factorisation and one triangular inverse (about ``4/3 U^3``), where forming
-    ``C^{-1}`` and the ``U x U`` residual operator costs about ``7/3 U^3 + 2 U^2 M``.
+    L^{-1} W^{1/2} x`` is applied to ``D`` and to the responses only (:func:`gls_finish`). One
+    factorisation and one triangular inverse (about ``4/3 U^3``), where forming ``C^{-1}`` and the
+    ``U x U`` residual operator costs about ``7/3 U^3 + 2 U^2 M``.
     """
-    design, wu = rows.design, rows.wu
+    wu = rows.wu
     u = wu.shape[0]
     s = jnp.sqrt(wu)
     white = s[:, None] * kernel * s[None, :] + jnp.eye(u, dtype=wu.dtype)
     linv = solve_triangular(cho_factor(after(white, deps), lower=True)[0], jnp.eye(u, dtype=wu.dtype), lower=True)
-    cinv = lambda x: s[:, None] * (linv.T @ (linv @ (s[:, None] * x)))  # noqa: E731
-    cd = cinv(design)  # C^{-1} D
+    whiten = lambda x: linv.T @ (linv @ x)  # noqa: E731
+    white_design = whiten(s[:, None] * rows.design)
+    return gls_finish(rows, whiten, white_design, (linv * linv).sum(0), h_first, plan, values, v_empty, v_full)
+
+
+@full_precision
+def gls_finish(rows: RegressionRows, whiten, white_design, whiten_diag, h_first, plan, values, v_empty, v_full):
+    r"""``(phi, stderr)`` of the generalised least squares with ``C^{-1} = W^{1/2} A W^{1/2}``.
+
+    ``A = (I + W^{1/2} K W^{1/2})^{-1}`` is given as the map ``whiten(x) = A x`` (``x [U, P]``),
+    its product with the weighted design ``white_design = A W^{1/2} D`` (the caller may have it at
+    hand) and its diagonal ``whiten_diag [U]``; ``G = (D^T C^{-1} D + H_0)^{-1} D^T C^{-1}`` is formed, the
+    residual ``W^{-1} (C^{-1} o - C^{-1} D G o)`` of the responses is corrected row by row with the
+    residual operator's diagonal ``(w_u A_{uu} - (C^{-1} D G)_{uu}) / w_u`` (leave one row out),
+    and the standard error is the design variance of the units' influence terms.
+    """
+    design, wu = rows.design, rows.wu
+    s = jnp.sqrt(wu)
+    cinv = lambda x: s[:, None] * whiten(s[:, None] * x)  # noqa: E731
+    cd = s[:, None] * white_design  # C^{-1} D
     g = _centre(_spd_inverse(design.T @ cd + h_first, (), jnp) @ cd.T)  # [M, U]
     op = KernelOperator(*rows.statics, g, None, None, None, None, None, rows.frac)
     phi, o = estimate(op, values, v_empty, v_full)
     o = o.astype(g.dtype)
     e = (cinv(o) - cd @ (g @ o)) / wu[:, None]
-    hat = (wu * (linv * linv).sum(0) - (cd * g.T).sum(-1)) / wu
+    hat = (wu * whiten_diag - (cd * g.T).sum(-1)) / wu
     e = (e * _inflation(hat)[:, None]).astype(values.dtype)
     psi = g.T.astype(values.dtype)[:, :, None] * e[:, None, :]  # [U, M, K]
     return phi, _safe_sqrt(design_variance(plan, psi, op.unit))

@@ -63,7 +63,7 @@ class KernelExplainer(CoalitionExplainer):
     every row of a call (and of every block, chunk and device: results do not depend on them);
     the regression, with its control variates, is factorised once and each row's solve is a
     matrix product, so the controls cost little beyond the model evaluations (with
-    ``prior="hierarchical"``, each row also solves its own small regression). The estimate of
+    ``prior="hierarchical"`` or ``"leading"``, each row also solves or updates its own regression). The estimate of
     each row is the same estimator as with independent draws (its ``stderr`` is valid row by
     row), but errors are correlated across rows: pass ``shared_coalitions=False`` for
     independent draws per row (row ``i`` uses ``fold_in(key, i)``; then each row factorises its
@@ -123,16 +123,18 @@ class KernelExplainer(CoalitionExplainer):
         (:class:`jaxshap.estimators.Hierarchical`), variances that follow each row's own
         first-order estimate, so the terms among the row's strongest features carry most of
         them (interactions follow main effects; tree models' interactions are sparse), at the
-        price of a solve per row; or a :class:`jaxshap.estimators.RowPrior` instance. ``"auto"``
-        takes the hierarchical prior up to ``Auto.prior_units`` (32) coalitions per feature and
-        ``Auto.prior_coalitions`` (2048) in all, the isotropic one above
-        (:meth:`jaxshap.coalitions.Auto.prior`). The default is ``"isotropic"``: the
-        hierarchical prior lowers the squared error 1.8x-3.2x on tree models' games at equal
-        model evaluations but its per-row solve costs up to 1.6x plain KernelSHAP's time (CPU,
-        ``bench/scenarios/kernel_speed.py``: an MLP with 100 background rows, 1200 coalitions),
-        so at equal time a larger budget can win; choose it
-        when the model's evaluations cost far more than that solve. The attribute
-        ``prior`` holds the choice: a name when a name (or ``"auto"``) was given, else the instance.
+        price of a solve per row; ``"leading"`` (:class:`jaxshap.estimators.Leading`), the
+        hierarchical variances on each row's 120 largest terms only, a low-rank update of one
+        shared solve instead of a solve per row; or a :class:`jaxshap.estimators.RowPrior`
+        instance. ``"auto"`` takes the leading-terms prior up to ``Auto.prior_units`` (32)
+        coalitions per feature and ``Auto.prior_coalitions`` (2048) in all, the isotropic one
+        above (:meth:`jaxshap.coalitions.Auto.prior`). The default is ``"isotropic"``, which
+        costs no more than plain KernelSHAP; the leading-terms prior lowers the squared error
+        about 1.5x-2.5x on tree models' games at equal model evaluations, for 1.0x-1.5x plain
+        KernelSHAP's time (``bench/scenarios/kernel_speed.py``: an MLP with 100 background
+        rows, 160 to 2000 coalitions; the hierarchical prior's per-row solve costs more). The
+        attribute ``prior`` holds the choice: a name when a name (or ``"auto"``) was given, else
+        the instance.
       shared_coalitions: one draw of coalitions (and one factorisation) for all rows of a
         call (default ``True``), or an independent draw per row (``False``).
       tolerance: the convergence threshold of ``"auto"`` (default 0.01).
@@ -253,12 +255,12 @@ class KernelExplainer(CoalitionExplainer):
         draws each row also holds its masks, the design (with the ``C(M, 3)`` third-order columns
         when on), its weighted copy and the Gram matrix with its factor. Past as many third-order
         columns as coalitions the solve is in kernel form, whose matrices are rows x rows. A
-        prior with a per-row solve (the hierarchical one) holds its own rows x rows matrices (its
-        kernel, factor, inverse and residual operator) in every case.
+        prior with a per-row solve holds its own arrays in every case
+        (:meth:`jaxshap.estimators.RowPrior.row_elements`).
         """
         c, m, k = self._coalitions_per_row(), self.n_features, self.model.n_outputs
         itemsize = np.dtype(self.masker.dtype).itemsize
-        own = itemsize * (6 * (c // 2 + 1) ** 2 + 4 * c * m // 2) if self._prior.name != "isotropic" else 0
+        own = itemsize * self._prior.row_elements(c // 2 + 1, m, self.shared_coalitions)
         if self.shared_coalitions:
             return itemsize * k * (3 * c + c * m // 2) + own
         t = m * (m - 1) * (m - 2) // 6 if self.third_order else 0

@@ -3,5 +3,6 @@
 from ._base import RowPrior
 from ._isotropic import Isotropic  # isort: skip  (registration order: the order names are listed in)
 from ._hierarchical import Hierarchical  # isort: skip
+from ._leading import Leading  # isort: skip
 
-__all__ = ["RowPrior", "Isotropic", "Hierarchical"]
+__all__ = ["RowPrior", "Isotropic", "Hierarchical", "Leading"]

@@ -41,6 +41,12 @@ class RowPrior(Registered, abc.ABC, family=("KernelSHAP prior", "prior", "jaxsha
     solves_per_row = False
     """Whether :meth:`apply` factorises a matrix per row (then LAPACK runs on one OpenBLAS thread)."""
 
+    def row_elements(self, units: int, features: int, shared: bool = True) -> int:
+        """Array elements one row's :meth:`apply` holds besides the shared operators' (for the
+        explainer's memory plan), with ``units`` regression rows and ``features`` features;
+        ``shared=False``: each row draws its own coalitions, and computes its own :meth:`parts`."""
+        return 0
+
     def parts(self, plan, masks, weights, controls: tuple, *, dtype, deps: Any = (), xp: Any = None) -> Any:
         """Arrays of one draw that :meth:`apply` needs besides the shared operators (``None``: none).
 

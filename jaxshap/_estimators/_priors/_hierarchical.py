@@ -128,6 +128,10 @@ class Hierarchical(RowPrior):
                 "pass third_order=True (or 'auto' with a budget that turns them on), or prior='isotropic'."
             )
 
+    def row_elements(self, units: int, features: int, shared: bool = True) -> int:
+        """Its kernel, factor, inverse and residual terms (``units x units``) and the design's products."""
+        return 6 * units**2 + 4 * units * features
+
     def parts(self, plan, masks, weights, controls, *, dtype, deps: Any = (), xp: Any = jnp) -> HierarchyParts:
         """The draw's regression rows (:func:`~jaxshap._estimators._kernel_solve.regression_rows`)
         and, when ``mix > 0``, the isotropic covariance ``K_3 / lambda``."""
@@ -144,30 +148,48 @@ class Hierarchical(RowPrior):
         return HierarchyParts(real(u, m), real(u, m), real(u), real(u, u) if self.mix > 0 else None, real(), real())
 
     @full_precision
-    def apply(self, ops, parts: HierarchyParts, plan, values, v_empty, v_full):
-        """The row's estimate under the isotropic prior, its feature scales, the row's own solve."""
-        op, check, spans = ops
-        dtype = values.dtype
+    def row_scales(self, op, values, v_empty, v_full):
+        """``(scales [M], mass)``: the row's feature scales ``a`` from its estimate under the shared
+        (isotropic) operator ``op``, and their triple mass ``sum_T a_T``; all ones when fewer than
+        three features have a non-zero value."""
         m = op.phi.shape[0]
         phi, _ = estimate(op, values, v_empty, v_full)
         scales = feature_scales(phi, self.power)
         mass = triple_mass(scales)
         n_terms = math.comb(m, 3)
-        ok = mass > jnp.finfo(dtype).tiny * n_terms  # fewer than three features with a non-zero value
-        scales = jnp.where(ok, scales, 1.0)
-        mass = jnp.where(ok, mass, float(n_terms))
+        ok = mass > jnp.finfo(values.dtype).tiny * n_terms
+        return jnp.where(ok, scales, 1.0), jnp.where(ok, mass, float(n_terms))
+
+    @full_precision
+    def apply(self, ops, parts: HierarchyParts, plan, values, v_empty, v_full):
+        """The row's estimate under the isotropic prior, its feature scales, the row's own solve."""
+        op, check, spans = ops
+        dtype = values.dtype
+        m = op.phi.shape[0]
+        scales, mass = self.row_scales(op, values, v_empty, v_full)
         signs = parts.signs.astype(dtype)
         lam, curvature = parts.lam.astype(dtype), parts.curvature.astype(dtype)
-        kernel = weighted_triple_kernel(signs, signs, scales) * (n_terms / (mass * lam) * (1.0 - self.mix))
+        kernel = weighted_triple_kernel(signs, signs, scales) * (math.comb(m, 3) / (mass * lam) * (1.0 - self.mix))
         if parts.iso is not None:
             kernel = kernel + self.mix * parts.iso.astype(dtype)
-        ridge = 0.0 if plan.identified else SMALL_RIDGE
-        if spans is not None:
-            ridge = jnp.where(spans, 0.0, SMALL_RIDGE)
-        h_first = curvature / (m * (m - 1)) * jnp.ones((m, m), dtype) + ridge * curvature / m * jnp.eye(m, dtype=dtype)
-        rows = RegressionRows(None, tuple(op[:5]), None, parts.wu.astype(dtype), parts.design.astype(dtype), op.frac, curvature)
+        rows = own_rows(op, parts, curvature, dtype)
         # after the values and every factorisation of the draw's operators (one LAPACK call at a
         # time; see jaxshap._platform._lapack_order): the kernel follows op's through phi already
         deps = (values, v_empty, v_full, check, spans)
+        h_first = first_order_penalty(plan, spans, curvature, m, dtype)
         phi, stderr = gls_apply(rows, kernel, h_first, plan, values, v_empty, v_full, deps=deps)
         return plan_stderr(ops, plan, values, v_empty, v_full, phi, stderr)
+
+
+def own_rows(op, parts, curvature, dtype) -> RegressionRows:
+    """The regression rows of a per-row solve: the shared operator's statics with the draw's parts."""
+    return RegressionRows(None, tuple(op[:5]), None, parts.wu.astype(dtype), parts.design.astype(dtype), op.frac, curvature)
+
+
+def first_order_penalty(plan, spans, curvature, m: int, dtype):
+    """``H_0 [M, M]`` of a per-row solve: the null-direction fix, plus the small ridge where the
+    plan (or, for pooled plans, this draw: ``spans``) does not identify the regression."""
+    ridge = 0.0 if plan.identified else SMALL_RIDGE
+    if spans is not None:
+        ridge = jnp.where(spans, 0.0, SMALL_RIDGE)
+    return curvature / (m * (m - 1)) * jnp.ones((m, m), dtype) + ridge * curvature / m * jnp.eye(m, dtype=dtype)
