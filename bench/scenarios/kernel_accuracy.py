@@ -25,7 +25,7 @@ from ._common import mlp_problem
 
 TITLE = (
     "KernelSHAP squared error vs exact values at equal budget (2M+2 to 20M coalitions): jaxshap defaults "
-    "(shared coalitions, third-order controls when the budget allows), prior='auto' (the hierarchical prior) and plain "
+    "(shared coalitions, third-order controls when the budget allows), prior='auto' (the leading-terms prior) and plain "
     "paired vs shap and shapiq "
     "(1.8's approximators when bench/shapiq18/setup.sh has built their environment); "
     "MLP at M=12-16, XGBoost at M=30-100"
@@ -245,8 +245,8 @@ def run(quick: bool = False) -> dict:
             "(this environment's): KernelSHAP (pairing trick) and PermutationSamplingSV."
         ),
         "paired/leverage sizes: the default's controls with sizes as sampler='paired' (below 10M) or "
-        "'leverage' (from 10M). prior auto: the default with prior='auto', the hierarchical prior (a "
-        "solve per row) up to 32 coalitions per feature and 2048 in all, else the default's isotropic "
+        "'leverage' (from 10M). prior auto: the default with prior='auto', the leading-terms prior (a "
+        "low-rank update per row) up to 32 coalitions per feature and 2048 in all, else the default's isotropic "
         "one (one shared solve); the prior column names what it took.",
         "s X: wall seconds of method X on the cell's rows (jaxshap warm, its plan cached; the XGBoost "
         "model runs on the host for every method). time default / plain: jaxshap defaults over "
