@@ -130,7 +130,7 @@ class KernelExplainer(CoalitionExplainer):
         coalitions per feature and ``Auto.prior_coalitions`` (2048) in all, the isotropic one
         above (:meth:`jaxshap.coalitions.Auto.prior`). The default is ``"isotropic"``, which
         costs no more than plain KernelSHAP; the leading-terms prior lowers the squared error
-        about 1.5x-2.5x on tree models' games at equal model evaluations, for 1.0x-1.5x plain
+        1.2x-2.6x on tree models' games at equal model evaluations, for 1.1x-1.4x plain
         KernelSHAP's time (``bench/scenarios/kernel_speed.py``: an MLP with 100 background
         rows, 160 to 2000 coalitions; the hierarchical prior's per-row solve costs more). The
         attribute ``prior`` holds the choice: a name when a name (or ``"auto"``) was given, else
