@@ -119,9 +119,9 @@ class Leading(Hierarchical):
         lam = third_order_rho(controls) * rw.curvature / masks.shape[-1]
         signs = 2.0 * rw.z - 1.0
         s = xp.sqrt(rw.wu)
-        eye = xp.eye(len(rw.wu), dtype=dtype)
-        white = eye + (self.mix / lam) * (s[:, None] * odd_kernel(signs, signs, 3) * s[None, :]) if self.mix > 0 else eye
-        shared = _spd_inverse(white, deps, xp) if self.mix > 0 else eye
+        shared = xp.eye(len(rw.wu), dtype=dtype)
+        if self.mix > 0:
+            shared = _spd_inverse(shared + (self.mix / lam) * (s[:, None] * odd_kernel(signs, signs, 3) * s[None, :]), deps, xp)
         white_design = shared @ (s[:, None] * rw.design)
         return LeadingParts(HierarchyParts(signs, rw.design, rw.wu, None, lam, rw.curvature), shared, white_design)
 
