@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.linalg import cho_factor, cho_solve, solve_triangular
+from jax.scipy.linalg import cho_factor, solve_triangular
 
 from .._platform._host_lapack import spd_inverse
 from .._platform._lapack_order import after
@@ -98,10 +98,16 @@ def _inflation(one_minus_h, xp=jnp):
 
 def _spd_inverse(h, deps: Any, xp):
     """The inverse of a symmetric positive-definite matrix by Cholesky: in JAX after ``deps``, or
-    on the host in float64 (:func:`jaxshap._platform._host_lapack.spd_inverse`)."""
+    on the host in float64 (:func:`jaxshap._platform._host_lapack.spd_inverse`).
+
+    In JAX, ``h = L L^T`` gives ``h^{-1} = X X^T`` with ``X = L^{-T}``: one triangular solve
+    against the identity, where ``cho_solve`` would take two (and longer to compile on a CPU).
+    """
     if xp is np:
         return spd_inverse(h)
-    return cho_solve(cho_factor(after(h, deps), lower=True), jnp.eye(h.shape[0], dtype=h.dtype))
+    eye = jnp.eye(h.shape[-1], dtype=h.dtype)
+    x = solve_triangular(jnp.linalg.cholesky(after(h, deps)), eye, lower=True, trans=1)
+    return x @ x.T
 
 
 def operator_form(m: int, n_rows: int, controls: tuple, form: str = "auto") -> tuple[str, int]:
