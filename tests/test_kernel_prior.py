@@ -56,11 +56,12 @@ def oracle_fit(masks, weights, values, v0, v1, variances, rho):
     return delta / m + basis @ coef[: m - 1]
 
 
-def oracle_variances(masks, weights, values, v0, v1, rho, power, mix, features=None, terms=None):
+def oracle_variances(masks, weights, values, v0, v1, rho, power, mix, features=None, terms=None, tail=None):
     """The hierarchical prior's variances ``mix + (1 - mix) a_T / mean(a_T)`` (units of ``1 / lambda``),
     ``a_T`` the product over the triple of the isotropic fit's scales ``a_j = |phi_j|^p / mean |phi|^p``;
-    with ``features``/``terms``, the second part only on the ``terms`` largest ``a_T`` among the
-    triples of the ``features`` largest ``a_j`` (the leading-terms prior)."""
+    with ``features``/``terms``, those only on the ``terms`` largest ``a_T`` among the triples of
+    the ``features`` largest ``a_j``, and ``tail`` (default ``mix``) on every other term, with
+    ``tail`` the least variance of any term (the leading-terms prior)."""
     m = masks.shape[1]
     t = triples(m)
     phi = oracle_fit(masks, weights, values, v0, v1, np.ones(len(t)), rho)
@@ -75,7 +76,8 @@ def oracle_variances(masks, weights, values, v0, v1, rho, power, mix, features=N
             cut = np.sort(a_t[keep])[-terms]
             keep &= a_t >= cut
             assert keep.sum() == terms  # no ties at the cut in these tests
-    return mix + (1 - mix) * a_t / a_t.mean() * keep
+    tail = mix if tail is None else tail
+    return np.where(keep, np.maximum(mix + (1 - mix) * a_t / a_t.mean(), tail), tail)
 
 
 def oracle_hierarchical(masks, weights, values, v0, v1, rho, power, mix):
@@ -172,17 +174,21 @@ def _paired_game(m, n, seed, outputs=None):
     return plan, masks, weights, values, v0, v1
 
 
-@pytest.mark.parametrize("features,terms", [(5, None), (7, 12), (11, 40)])
-def test_leading_fit_is_the_ridge_regression_on_its_largest_terms(features, terms):
+@pytest.mark.parametrize("features,terms,tail", [(5, None, 1.0), (7, 12, 1.0), (11, 40, 1.0), (7, 12, 0.3), (11, 40, 0.6)])
+def test_leading_fit_is_the_ridge_regression_on_its_largest_terms(features, terms, tail):
     """The Woodbury-updated shared solve equals the explicit ridge regression whose variances are
     the hierarchical prior's on the ``terms`` largest products among the ``features`` strongest
-    features' triples and the isotropic share elsewhere; its standard error equals the per-row GLS
+    features' triples (at least ``tail``) and ``tail`` elsewhere, with at most a third as many
+    terms as regression rows (40 is cut to 20 here); its standard error equals the per-row GLS
     (``gls_apply``, its own factorisation) with that prior's kernel written out term by term."""
     m, n = 11, 120
     plan, masks, weights, values, v0, v1 = _paired_game(m, n, 6)
     rho = third_order_ridge(m)
-    prior = Leading(features=features, terms=terms)
-    var = oracle_variances(masks, weights, values, v0, v1, rho, prior.power, prior.mix, features, terms)
+    prior = Leading(features=features, terms=terms, tail=tail)
+    units = len(plan_rows(plan)[0])
+    kept = prior.n_terms(m, units)[1]
+    assert kept == min(math.comb(features, 3) if terms is None else terms, units // 3)
+    var = oracle_variances(masks, weights, values, v0, v1, rho, prior.power, prior.mix, features, kept, tail)
     want = oracle_fit(masks, weights, values, v0, v1, var, rho)
     with jax.enable_x64(True):
         args = (jnp.asarray(values)[:, None], jnp.asarray([v0]), jnp.asarray([v1]))
@@ -202,23 +208,38 @@ def test_leading_fit_is_the_ridge_regression_on_its_largest_terms(features, term
     assert (np.asarray(stderr) > 0).all()
 
 
+def test_residualised_triples_equal_the_products_of_their_signs():
+    from jaxshap._estimators._priors._leading import residualised_triples
+
+    rng = np.random.default_rng(3)
+    z = rng.random((50, 9)) < 0.5
+    t = triples(9)[rng.choice(84, size=20, replace=False)]
+    s = 2.0 * z - 1.0
+    want = s[:, t].prod(-1) - s[:, t].sum(-1) / 3.0  # [U, r], from the definition
+    got = np.asarray(residualised_triples(jnp.asarray(z, jnp.float32), jnp.asarray(t)))
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
+    assert set(np.round(want.ravel() * 3).astype(int)) == {-4, 0, 4}  # every count 0-3 occurs
+
+
 def test_leading_with_every_triple_is_the_hierarchical_prior():
-    m, n = 9, 90
+    m, n = 7, 100
     plan, masks, weights, values, v0, v1 = _paired_game(m, n, 8, outputs=2)
+    assert len(plan_rows(plan)[0]) >= math.comb(m, 3)  # room for every triple at one row per term
     with jax.enable_x64(True):
         run = lambda prior: kernel_solve(  # noqa: E731
             plan, jnp.asarray(masks), jnp.asarray(weights), jnp.asarray(values), jnp.asarray(v0), jnp.asarray(v1),
             third_order=True, prior=prior,
         )
         for mix in (0.3, 0.0):
-            want, got = run(Hierarchical(mix=mix)), run(Leading(features=m, terms=None, mix=mix))
+            want = run(Hierarchical(mix=mix))
+            got = run(Leading(features=m, terms=None, mix=mix, tail=mix, rows_per_term=1))
             for a, b in zip(got, want):
                 np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-9, atol=1e-12)
     assert Leading().n_terms(60) == (16, 120) and Leading().n_terms(8) == (8, 56)
-    with pytest.raises(ValueError, match="features"):
-        Leading(features=2)
-    with pytest.raises(ValueError, match="terms"):
-        Leading(terms=0)
+    assert Leading().n_terms(100, 1100) == (16, 120) and Leading().n_terms(16, 80) == (16, 26)
+    for field, bad in (("features", 2), ("terms", 0), ("tail", 1.5), ("tail", -0.1), ("rows_per_term", 0)):
+        with pytest.raises(ValueError, match=field):
+            Leading(**{field: bad})
 
 
 @pytest.mark.parametrize("prior", ["hierarchical", "leading"])
