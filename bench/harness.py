@@ -40,6 +40,23 @@ def timed(fn: Callable[[], Any], repeat: int = 3, clock: Callable[[], float] = t
     return first, best
 
 
+def timed_together(fns: dict[str, Callable[[], Any]], repeat: int = 5) -> tuple[dict[str, float], dict[str, float]]:
+    """``(first_call_s, best_warm_s)`` of each of ``fns``, the warm calls taken in turn (one of each
+    per round, ``repeat`` rounds), so that a slow spell of a shared machine falls on every one of
+    them alike, where back-to-back repeats of one and then the next would put it on one alone."""
+    first, best = {}, {k: float("inf") for k in fns}
+    for k, fn in fns.items():
+        t0 = time.perf_counter()
+        block(fn())
+        first[k] = time.perf_counter() - t0
+    for _ in range(repeat):
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            block(fn())
+            best[k] = min(best[k], time.perf_counter() - t0)
+    return first, best
+
+
 def time_host(fn: Callable[[], Any], repeat: int = 1) -> float:
     """Best wall time of a host (non-JAX) call such as a shap explainer."""
     best = float("inf")
