@@ -40,7 +40,6 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from ..._coalitions._kernel_design import plan_rows
 from ..._core._validate import number
