@@ -67,19 +67,20 @@ def integer(value: Any, name: str, *, least: int | None = None, most: int | None
 
 
 def number(value: Any, name: str, *, least: float | None = None, above: float | None = None,
-           below: float | None = None, rule: str | None = None) -> float:
-    """``value`` as a finite ``float`` (not a bool), with ``value >= least``, ``> above``, ``< below``.
+           below: float | None = None, most: float | None = None, rule: str | None = None) -> float:
+    """``value`` as a finite ``float`` (not a bool), with ``value >= least``, ``> above``, ``< below``,
+    ``<= most``.
 
     Raises:
       ValueError: naming ``name``, the rule and the value (NaN and infinities fail every rule).
     """
     ok = is_number(value) and math.isfinite(float(value))
     ok = ok and (least is None or value >= least) and (above is None or value > above)
-    ok = ok and (below is None or value < below)
+    ok = ok and (below is None or value < below) and (most is None or value <= most)
     if not ok:
         if rule is None:
-            bounds = [f"{word} {bound}" for word, bound in (("at least", least), ("above", above), ("below", below))
-                      if bound is not None]
+            bounds = [f"{word} {bound}" for word, bound in
+                      (("at least", least), ("above", above), ("below", below), ("at most", most)) if bound is not None]
             rule = " ".join(["a finite number"] + [" and ".join(bounds)] * bool(bounds))
         raise _fail(name, rule, value)
     return float(value)

@@ -23,10 +23,7 @@ ETA_RULE = "a number in (0, 1] (the share of the total kernel weight kept; 0.95 
 
 
 def _check_eta(eta: Any) -> float:
-    eta = number(eta, "eta", above=0.0, rule=ETA_RULE)
-    if eta > 1.0:
-        raise ValueError(f"`eta` must be {ETA_RULE}; got {eta!r}.")
-    return eta
+    return number(eta, "eta", above=0.0, most=1.0, rule=ETA_RULE)
 
 
 def _sortable(values: jax.Array) -> jax.Array:

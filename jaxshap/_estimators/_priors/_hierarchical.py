@@ -116,9 +116,7 @@ class Hierarchical(RowPrior):
 
     def __post_init__(self):
         number(self.power, "power", least=0.0)
-        number(self.mix, "mix", least=0.0)
-        if self.mix > 1.0:
-            raise ValueError(f"`mix` must be a share in [0, 1]; got {self.mix!r}.")
+        number(self.mix, "mix", least=0.0, most=1.0, rule="a share in [0, 1]")
 
     def check_controls(self, controls: tuple) -> None:
         if third_order_rho(controls) is None:

@@ -132,9 +132,7 @@ class Leading(Hierarchical):
         integer(self.features, "features", least=3)
         if self.terms is not None:
             integer(self.terms, "terms", least=1)
-        number(self.tail, "tail", least=0.0)
-        if self.tail > 1.0:
-            raise ValueError(f"`tail` must be a share in [0, 1]; got {self.tail!r}.")
+        number(self.tail, "tail", least=0.0, most=1.0, rule="a share in [0, 1]")
         integer(self.rows_per_term, "rows_per_term", least=1)
 
     def n_terms(self, m: int, units: int | None = None) -> tuple[int, int]:
