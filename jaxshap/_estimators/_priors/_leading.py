@@ -145,8 +145,8 @@ class Leading(Hierarchical):
         return k, r
 
     def row_elements(self, units: int, features: int, shared: bool = True) -> int:
-        """The leading triples' columns and their products (``units x C(k, 3)``), the design's, and
-        without shared coalitions the draw's ``units x units`` parts."""
+        """The kept terms' columns and their products (``units x r``), the design's, and without
+        shared coalitions the draw's ``units x units`` parts."""
         r = self.n_terms(features, units)[1]
         own = 0 if shared else 4 * units**2  # the draw's kernel and A_0, per row
         return own + units * (6 * r + 4 * features) + r * r
@@ -179,15 +179,17 @@ class Leading(Hierarchical):
         scales, mass = self.row_scales(op, values, v_empty, v_full)
         lead = jax.lax.top_k(scales, k)[1]
         triples = lead[np.array(list(itertools.combinations(range(k), 3)), dtype=np.int32)]  # [C(k, 3), 3]
+        products = scales[triples].prod(-1)  # a_T up to a common factor
         if r < len(triples):  # the r largest products among them
-            triples = triples[jax.lax.top_k(scales[triples].prod(-1), r)[1]]
+            products, largest = jax.lax.top_k(products, r)
+            triples = triples[largest]
         own = parts.rows
         signs = own.signs.astype(dtype)
         lam, curvature = own.lam.astype(dtype), own.curvature.astype(dtype)
         wu, shared = own.wu.astype(dtype), parts.shared.astype(dtype)
         walsh = residualised_triples((signs + 1.0) / 2.0, triples)  # [U, r]
         # the kept terms' variance beyond the tail's, mu + (1 - mu) a_T / mean(a) - tau (never below 0)
-        above = scales[triples].prod(-1) * (math.comb(m, 3) / mass * (1.0 - self.mix)) + (self.mix - self.tail)
+        above = products * (math.comb(m, 3) / mass * (1.0 - self.mix)) + (self.mix - self.tail)
         var = jnp.maximum(above, 0.0) / lam
         b = jnp.sqrt(wu)[:, None] * walsh * _safe_sqrt(var)[None, :]  # [U, r]; a zero scale: a zero column
         e = shared @ b
