@@ -209,11 +209,11 @@ def test_planner_counts_the_kernel_working_set(data):
     bg = rng.normal(size=(2, m)).astype(np.float32)
     make = lambda **kw: jaxshap.KernelExplainer(lambda X: X @ w, bg, n_coalitions=400, memory_budget=2**21, **kw)
     ex = make(third_order=True, shared_coalitions=False)  # each row factorises its own design
-    working = ex._working_set_per_row()
+    solve = ex._solve_set_per_row()
     t = m * (m - 1) * (m - 2) // 6
-    assert working >= 4 * (402 * (m + t) + (m + t) ** 2)  # at least the design and the Gram matrix
+    assert solve >= 4 * (402 * (m + t) + (m + t) ** 2)  # at least the design and the Gram matrix
     rows, coalitions = ex._plan(64)
-    assert rows * working <= 2**21 and rows < 64
+    assert rows * (ex._working_set_per_row() + solve) <= 2**21 and rows < 64
 
 
 def test_planner_does_not_count_a_shared_operator_per_row():
@@ -239,8 +239,38 @@ def test_planner_counts_the_kernel_form_for_independent_draws():
     w = jnp.asarray(rng.normal(size=m), jnp.float32)
     bg = rng.normal(size=(10, m)).astype(np.float32)
     ex = jaxshap.KernelExplainer(lambda X: X @ w, bg, 2 * m + 2, third_order=True, shared_coalitions=False)
-    assert ex.third_order and ex._working_set_per_row() < 2**20
+    assert ex.third_order and ex._solve_set_per_row() < 2**20
     assert ex._plan(64)[0] >= 8
+
+
+def test_planner_does_not_shrink_the_models_chunk_for_a_row_solve():
+    """A per-row prior's arrays exist only once the row's evaluations are done, so they count
+    against the budget but not against the evaluations' (cache-sized) chunk: they had cut it
+    from 77 coalitions to 32 at M = 100 with 100 background rows, and the model then ran slower."""
+    rng = np.random.default_rng(0)
+    m = 100
+    w = jnp.asarray(rng.normal(size=m), jnp.float32)
+    bg = rng.normal(size=(100, m)).astype(np.float32)
+    make = lambda **kw: jaxshap.KernelExplainer(lambda X: X @ w, bg, 2000, **kw)
+    auto, plain = make(prior="auto"), make(third_order=False)
+    assert auto._solve_set_per_row() > 10 * plain._solve_set_per_row() > 0
+    assert auto._plan(40) == plain._plan(40) and auto._plan(40)[0] == 1
+    # rows whose evaluations are small are cut by their solves: two rows' solves fit, not three
+    one = lambda **kw: jaxshap.KernelExplainer(lambda X: X @ w, bg[:1], 2000, prior="auto", **kw)
+    room = 2 * (one()._working_set_per_row() + one()._solve_set_per_row()) + 1
+    assert one(third_order=False, memory_budget=room)._plan(40)[0] > 2
+    assert one(memory_budget=room)._plan(40)[0] == 2
+
+
+def test_chunk_capacity_counts_the_solve_against_the_budget_only():
+    budget = 2**30
+    evals = chunking.chunk_bytes(budget)
+    rows, coalitions = chunking.chunk_capacity(10, 1, 100, budget, 24, 0, 0)
+    assert coalitions == 10 and rows == evals // 1024  # the evaluations and the working set
+    rows_solve, _ = chunking.chunk_capacity(10, 1, 100, budget, 24, 0, budget // 8)
+    assert rows_solve == min(rows, budget // (24 + budget // 8))  # at most 7 rows' solves
+    one, part = chunking.chunk_capacity(10, 1, 100, 2**30, 24, 0, 2**29)
+    assert one == 1 and part == 10  # a large solve never shrinks a row's evaluations
 
 
 # --- the persistent compilation cache ------------------------------------------------------------

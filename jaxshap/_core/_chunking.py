@@ -92,6 +92,7 @@ def plan_chunks(
     memory_budget: int,
     working_set_per_row: int = 0,
     bytes_per_coalition: int = 0,
+    solve_set_per_row: int = 0,
 ) -> tuple[int, int]:
     """Choose ``(rows_per_chunk, coalitions_per_chunk)`` so one chunk fits the budget.
 
@@ -99,13 +100,17 @@ def plan_chunks(
     holds each row's estimator working set (``working_set_per_row`` bytes: masks, design and
     Gram matrices, which do not shrink with coalition chunks) and, per coalition, the value
     function's own working memory besides the model (``bytes_per_coalition``: a learned masker's
-    network activations). Whole rows are preferred (every coalition of a row in one chunk); when
-    a single row does not fit, rows go one at a time and their coalitions are chunked instead. Chunks are then balanced (the fewest chunks that fit,
-    made equal), so padding wastes less than one row or coalition per chunk. On a CPU the
-    budget is further capped by :func:`chunk_bytes`.
+    network activations). What the estimator holds only once a row's evaluations are done
+    (``solve_set_per_row``: its solve's temporaries) is counted against the budget alongside
+    the working set, not alongside the evaluations. Whole rows are preferred (every coalition of
+    a row in one chunk); when a single row does not fit, rows go one at a time and their
+    coalitions are chunked instead. Chunks are then balanced (the fewest chunks that fit, made
+    equal), so padding wastes less than one row or coalition per chunk. On a CPU the budget of
+    the evaluations is further capped by :func:`chunk_bytes`.
     """
     rows, coalitions = chunk_capacity(
-        coalitions_per_row, evals_per_coalition, bytes_per_eval, memory_budget, working_set_per_row, bytes_per_coalition
+        coalitions_per_row, evals_per_coalition, bytes_per_eval, memory_budget, working_set_per_row, bytes_per_coalition,
+        solve_set_per_row,
     )
     if coalitions < coalitions_per_row:
         return 1, coalitions
@@ -119,16 +124,26 @@ def chunk_capacity(
     memory_budget: int,
     working_set_per_row: int = 0,
     bytes_per_coalition: int = 0,
+    solve_set_per_row: int = 0,
 ) -> tuple[int, int]:
-    """The largest ``(rows_per_chunk, coalitions_per_chunk)`` that fits the budget, whatever ``n``."""
-    memory_budget = chunk_bytes(memory_budget)
-    per_coalition = max(evals_per_coalition * bytes_per_eval + max(int(bytes_per_coalition), 0), 1)
-    per_row = per_coalition * coalitions_per_row + max(int(working_set_per_row), 0)
-    if per_row <= memory_budget:
-        return max(1, memory_budget // per_row), coalitions_per_row
-    room = max(memory_budget - max(int(working_set_per_row), 0), per_coalition)
-    return 1, balanced(coalitions_per_row, room // per_coalition)
+    """The largest ``(rows_per_chunk, coalitions_per_chunk)`` that fits the budget, whatever ``n``.
 
+    A row's evaluations and its solve are alive one after the other, so a chunk needs room for
+    the larger of the two besides the working set: ``working + evaluations`` within
+    :func:`chunk_bytes` (the cache-sized chunk on a CPU, where the model runs fastest) and
+    ``working + solve`` within ``memory_budget`` itself.
+    """
+    evals_budget = chunk_bytes(memory_budget)
+    working, solve = max(int(working_set_per_row), 0), max(int(solve_set_per_row), 0)
+    per_coalition = max(evals_per_coalition * bytes_per_eval + max(int(bytes_per_coalition), 0), 1)
+    per_row = per_coalition * coalitions_per_row + working
+    if per_row <= evals_budget:
+        rows = evals_budget // per_row
+        if solve:
+            rows = min(rows, memory_budget // (working + solve))
+        return max(1, rows), coalitions_per_row
+    room = max(evals_budget - working, per_coalition)
+    return 1, balanced(coalitions_per_row, room // per_coalition)
 
 MIN_CALL_ROWS = 256
 """Row capacity of the smallest compiled call. Calls on fewer rows are padded up to it and the

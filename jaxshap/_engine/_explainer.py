@@ -232,6 +232,12 @@ class CoalitionExplainer(ShapAPI, RowExplainer):
         c, m, k = self._coalitions_per_row(), self.n_features, self.model.n_outputs
         return c * (m + 2 * itemsize * k)  # boolean masks and the coalition values (with their weights)
 
+    def _solve_set_per_row(self) -> int:
+        """Bytes the estimator holds per row only once the row's model evaluations are done (its
+        solve's temporaries), counted by the chunk planner against the budget but not against the
+        evaluations' chunk (:func:`jaxshap._core._chunking.chunk_capacity`). Subclasses refine it."""
+        return 0
+
     def _estimate(self, key: jax.Array, value_fn: ValueFn) -> tuple[jax.Array, jax.Array, jax.Array | None]:
         """Return ``(phi [M, K], base [K], stderr [M, K] or None)`` for one row."""
         raise NotImplementedError
@@ -250,6 +256,7 @@ class CoalitionExplainer(ShapAPI, RowExplainer):
             self.memory_budget,
             self._working_set_per_row(),
             self.masker.bytes_per_coalition,
+            self._solve_set_per_row(),
         )
         if exact:
             return plan_chunks(n_rows, *args)

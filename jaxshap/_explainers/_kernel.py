@@ -247,28 +247,35 @@ class KernelExplainer(CoalitionExplainer):
         return self.n_coalitions + 2
 
     def _working_set_per_row(self) -> int:
-        """Bytes one row's solve holds.
+        """Bytes a row holds beside its model evaluations: its coalition values and, with
+        independent draws, its masks."""
+        c, m, k = self._coalitions_per_row(), self.n_features, self.model.n_outputs
+        values = np.dtype(self.masker.dtype).itemsize * k * c
+        return values if self.shared_coalitions else values + c * m
+
+    def _solve_set_per_row(self) -> int:
+        """Bytes a row's solve holds once its model evaluations are done.
 
         With shared coalitions the design and its factorisation exist once per block, not per
-        row: a row holds its coalition values, their paired responses and residuals, and its
-        per-unit influence terms ``[C / 2, M, K]`` for the standard error. With independent
-        draws each row also holds its masks, the design (with the ``C(M, 3)`` third-order columns
-        when on), its weighted copy and the Gram matrix with its factor. Past as many third-order
-        columns as coalitions the solve is in kernel form, whose matrices are rows x rows. A
-        prior with a per-row solve holds its own arrays in every case
+        row: a row holds the paired responses and residuals of its values, and its per-unit
+        influence terms ``[C / 2, M, K]`` for the standard error. With independent draws each
+        row also holds the design (with the ``C(M, 3)`` third-order columns when on), its
+        weighted copy and the Gram matrix with its factor. Past as many third-order columns as
+        coalitions the solve is in kernel form, whose matrices are rows x rows. A prior with a
+        per-row solve holds its own arrays in every case
         (:meth:`jaxshap.estimators.RowPrior.row_elements`).
         """
         c, m, k = self._coalitions_per_row(), self.n_features, self.model.n_outputs
         itemsize = np.dtype(self.masker.dtype).itemsize
         own = itemsize * self._prior.row_elements(c // 2 + 1, m, self.shared_coalitions)
         if self.shared_coalitions:
-            return itemsize * k * (3 * c + c * m // 2) + own
+            return itemsize * k * (2 * c + c * m // 2) + own
         t = m * (m - 1) * (m - 2) // 6 if self.third_order else 0
         if t and m + t > c:
             # kernel form (jaxshap._estimators._kernel_solve.kernel_operator): matrices of
             # regression rows x rows (at most C of them) instead of the C(M, 3) columns
-            return c * m + itemsize * (c * (4 * m + 3 * k) + 5 * c * c) + own
-        return c * m + itemsize * (c * (4 * m + 3 * t + 3 * k) + 3 * (m + t) ** 2) + own
+            return itemsize * (c * (4 * m + 2 * k) + 5 * c * c) + own
+        return itemsize * (c * (4 * m + 3 * t + 2 * k) + 3 * (m + t) ** 2) + own
 
     def _estimate(self, key, value_fn):
         phi, stderr, v0, _ = kernel_shapley(
