@@ -295,12 +295,13 @@ def gls_apply(rows: RegressionRows, kernel, h_first, plan, values, v_empty, v_fu
 
 
 @full_precision
-def gls_finish(rows: RegressionRows, whiten, white_design, whiten_diag, h_first, plan, values, v_empty, v_full):
+def gls_finish(rows: RegressionRows, whiten, white_design, whiten_diag, h_first, plan, values, v_empty, v_full, gram=None):
     r"""``(phi, stderr)`` of the generalised least squares with ``C^{-1} = W^{1/2} A W^{1/2}``.
 
     ``A = (I + W^{1/2} K W^{1/2})^{-1}`` is given as the map ``whiten(x) = A x`` (``x [U, P]``),
     its product with the weighted design ``white_design = A W^{1/2} D`` (the caller may have it at
-    hand) and its diagonal ``whiten_diag [U]``; ``G = (D^T C^{-1} D + H_0)^{-1} D^T C^{-1}`` is formed, the
+    hand), its diagonal ``whiten_diag [U]`` and, optionally, the Gram matrix ``gram = D^T C^{-1} D``
+    (else formed from ``white_design``); ``G = (D^T C^{-1} D + H_0)^{-1} D^T C^{-1}`` is formed, the
     residual ``W^{-1} (C^{-1} o - C^{-1} D G o)`` of the responses is corrected row by row with the
     residual operator's diagonal ``(w_u A_{uu} - (C^{-1} D G)_{uu}) / w_u`` (leave one row out),
     and the standard error is the design variance of the units' influence terms.
@@ -309,7 +310,9 @@ def gls_finish(rows: RegressionRows, whiten, white_design, whiten_diag, h_first,
     s = jnp.sqrt(wu)
     cinv = lambda x: s[:, None] * whiten(s[:, None] * x)  # noqa: E731
     cd = s[:, None] * white_design  # C^{-1} D
-    g = _centre(_spd_inverse(design.T @ cd + h_first, (), jnp) @ cd.T)  # [M, U]
+    if gram is None:
+        gram = design.T @ cd
+    g = _centre(_spd_inverse(gram + h_first, (), jnp) @ cd.T)  # [M, U]
     op = KernelOperator(*rows.statics, g, None, None, None, None, None, rows.frac)
     phi, o = estimate(op, values, v_empty, v_full)
     o = o.astype(g.dtype)

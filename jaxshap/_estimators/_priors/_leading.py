@@ -95,11 +95,13 @@ class LeadingParts(NamedTuple):
         isotropic kernel.
       shared: ``[U, U]`` ``A_0``, the inverse of the shared whitened covariance.
       white_design: ``[U, M]`` ``A_0 W^{1/2} D``.
+      gram: ``[M, M]`` ``D^T W^{1/2} A_0 W^{1/2} D``, the shared covariance's Gram matrix.
     """
 
     rows: HierarchyParts
     shared: Any
     white_design: Any
+    gram: Any
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,12 +164,13 @@ class Leading(Hierarchical):
         if self.tail > 0:
             shared = _spd_inverse(shared + (self.tail / lam) * (s[:, None] * odd_kernel(signs, signs, 3) * s[None, :]), deps, xp)
         white_design = shared @ (s[:, None] * rw.design)
-        return LeadingParts(HierarchyParts(signs, rw.design, rw.wu, None, lam, rw.curvature), shared, white_design)
+        gram = rw.design.T @ (s[:, None] * white_design)
+        return LeadingParts(HierarchyParts(signs, rw.design, rw.wu, None, lam, rw.curvature), shared, white_design, gram)
 
     def parts_shapes(self, plan, controls, dtype) -> LeadingParts:
         u, m = len(plan_rows(plan)[0]), plan.n_features
         real = lambda *shape: jax.ShapeDtypeStruct(shape, dtype)  # noqa: E731
-        return LeadingParts(HierarchyParts(real(u, m), real(u, m), real(u), None, real(), real()), real(u, u), real(u, m))
+        return LeadingParts(HierarchyParts(real(u, m), real(u, m), real(u), None, real(), real()), real(u, u), real(u, m), real(m, m))
 
     @full_precision
     def apply(self, ops, parts: LeadingParts, plan, values, v_empty, v_full):
@@ -198,9 +201,11 @@ class Leading(Hierarchical):
         f = e @ core
         whiten = lambda x: shared @ x - f @ (e.T @ x)  # noqa: E731
         white_design = parts.white_design.astype(dtype)
-        white_design = white_design - f @ (b.T @ white_design)  # A W^{1/2} D, as e^T = b^T A_0
+        p = b.T @ white_design  # [r, M]: e^T W^{1/2} D, as e^T = b^T A_0
+        white_design = white_design - f @ p  # A W^{1/2} D
+        gram = parts.gram.astype(dtype) - p.T @ (core @ p)  # D^T W^{1/2} A W^{1/2} D, r x M work instead of U x M
         diag = jnp.diagonal(shared) - (f * e).sum(-1)
         h_first = first_order_penalty(plan, spans, curvature, m, dtype)
         rows = own_rows(op, own, curvature, dtype)
-        phi, stderr = gls_finish(rows, whiten, white_design, diag, h_first, plan, values, v_empty, v_full)
+        phi, stderr = gls_finish(rows, whiten, white_design, diag, h_first, plan, values, v_empty, v_full, gram)
         return plan_stderr(ops, plan, values, v_empty, v_full, phi, stderr)
