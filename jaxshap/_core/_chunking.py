@@ -97,8 +97,9 @@ def plan_chunks(
     """Choose ``(rows_per_chunk, coalitions_per_chunk)`` so one chunk fits the budget.
 
     One chunk evaluates the model on ``rows * coalitions * evals_per_coalition`` inputs and
-    holds each row's estimator working set (``working_set_per_row`` bytes: masks, design and
-    Gram matrices, which do not shrink with coalition chunks) and, per coalition, the value
+    holds each row's estimator working set (``working_set_per_row`` bytes: its masks and values,
+    and whatever else is alive beside the evaluations, which does not shrink with coalition
+    chunks) and, per coalition, the value
     function's own working memory besides the model (``bytes_per_coalition``: a learned masker's
     network activations). What the estimator holds only once a row's evaluations are done
     (``solve_set_per_row``: its solve's temporaries) is counted against the budget alongside
@@ -144,6 +145,7 @@ def chunk_capacity(
         return max(1, rows), coalitions_per_row
     room = max(evals_budget - working, per_coalition)
     return 1, balanced(coalitions_per_row, room // per_coalition)
+
 
 MIN_CALL_ROWS = 256
 """Row capacity of the smallest compiled call. Calls on fewer rows are padded up to it and the
