@@ -29,31 +29,26 @@ def timed(fn: Callable[[], Any], repeat: int = 3, clock: Callable[[], float] = t
     ``clock`` is wall time by default; ``time.process_time`` gives the process's CPU seconds,
     which other processes' load on a shared machine disturbs far less.
     """
-    t0 = clock()
-    block(fn())
-    first = clock() - t0
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = clock()
-        block(fn())
-        best = min(best, clock() - t0)
-    return first, best
+    first, best = timed_together({"fn": fn}, repeat, clock)
+    return first["fn"], best["fn"]
 
 
-def timed_together(fns: dict[str, Callable[[], Any]], repeat: int = 5) -> tuple[dict[str, float], dict[str, float]]:
-    """``(first_call_s, best_warm_s)`` of each of ``fns``, the warm calls taken in turn (one of each
-    per round, ``repeat`` rounds), so that a slow spell of a shared machine falls on every one of
-    them alike, where back-to-back repeats of one and then the next would put it on one alone."""
+def timed_together(fns: dict[str, Callable[[], Any]], repeat: int = 5,
+                   clock: Callable[[], float] = time.perf_counter) -> tuple[dict[str, float], dict[str, float]]:
+    """``(first_call_s, best_warm_s)`` of each of ``fns`` (as :func:`timed`), the warm calls taken
+    in turn (one of each per round, ``repeat`` rounds), so that a slow spell of a shared machine
+    falls on every one of them alike, where back-to-back repeats of one and then the next would
+    put it on one alone."""
     first, best = {}, {k: float("inf") for k in fns}
     for k, fn in fns.items():
-        t0 = time.perf_counter()
+        t0 = clock()
         block(fn())
-        first[k] = time.perf_counter() - t0
+        first[k] = clock() - t0
     for _ in range(repeat):
         for k, fn in fns.items():
-            t0 = time.perf_counter()
+            t0 = clock()
             block(fn())
-            best[k] = min(best[k], time.perf_counter() - t0)
+            best[k] = min(best[k], clock() - t0)
     return first, best
 
 
