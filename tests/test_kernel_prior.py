@@ -178,8 +178,8 @@ def _paired_game(m, n, seed, outputs=None):
 def test_leading_fit_is_the_ridge_regression_on_its_largest_terms(features, terms, tail):
     """The Woodbury-updated shared solve equals the explicit ridge regression whose variances are
     the hierarchical prior's on the ``terms`` largest products among the ``features`` strongest
-    features' triples (at least ``tail``) and ``tail`` elsewhere, with at most a third as many
-    terms as regression rows (40 is cut to 20 here); its standard error equals the per-row GLS
+    features' triples (at least ``tail``) and ``tail`` elsewhere, with at most a fifth as many
+    terms as regression rows (``rows_per_term``; 40 is cut to 12 here); its standard error equals the per-row GLS
     (``gls_apply``, its own factorisation) with that prior's kernel written out term by term."""
     m, n = 11, 120
     plan, masks, weights, values, v0, v1 = _paired_game(m, n, 6)
@@ -187,7 +187,7 @@ def test_leading_fit_is_the_ridge_regression_on_its_largest_terms(features, term
     prior = Leading(features=features, terms=terms, tail=tail)
     units = len(plan_rows(plan)[0])
     kept = prior.n_terms(m, units)[1]
-    assert kept == min(math.comb(features, 3) if terms is None else terms, units // 3)
+    assert kept == min(math.comb(features, 3) if terms is None else terms, units // prior.rows_per_term)
     var = oracle_variances(masks, weights, values, v0, v1, rho, prior.power, prior.mix, features, kept, tail)
     want = oracle_fit(masks, weights, values, v0, v1, var, rho)
     with jax.enable_x64(True):
@@ -236,7 +236,7 @@ def test_leading_with_every_triple_is_the_hierarchical_prior():
             for a, b in zip(got, want):
                 np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-9, atol=1e-12)
     assert Leading().n_terms(60) == (16, 120) and Leading().n_terms(8) == (8, 56)
-    assert Leading().n_terms(100, 1100) == (16, 120) and Leading().n_terms(16, 80) == (16, 26)
+    assert Leading().n_terms(100, 1100) == (16, 120) and Leading().n_terms(16, 80) == (16, 16)
     for field, bad in (("features", 2), ("terms", 0), ("tail", 1.5), ("tail", -0.1), ("rows_per_term", 0)):
         with pytest.raises(ValueError, match=field):
             Leading(**{field: bad})
