@@ -139,7 +139,8 @@ def kernel_solve(
     # conditioning, a model's own solves), and batched LAPACK calls side by side can deadlock
     # XLA's CPU thread pool (jaxshap._platform._lapack_order).
     ops = plan_operators(plan, masks, weights, tuple(controls), dtype=values.dtype, deps=(values, v_empty, v_full))
-    parts = prior.parts(plan, masks, weights, tuple(controls), dtype=values.dtype, xp=jnp)
+    # the prior's own factorisations (the leading-terms prior's A_0) after the operators'
+    parts = prior.parts(plan, masks, weights, tuple(controls), dtype=values.dtype, deps=ops, xp=jnp)
     return prior.apply(ops, parts, plan, values, v_empty, v_full)
 
 
