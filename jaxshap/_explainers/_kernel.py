@@ -124,13 +124,14 @@ class KernelExplainer(CoalitionExplainer):
         first-order estimate, so the terms among the row's strongest features carry most of
         them (interactions follow main effects; tree models' interactions are sparse), at the
         price of a solve per row; ``"leading"`` (:class:`jaxshap.estimators.Leading`), the
-        isotropic prior plus the hierarchical variances' excess on each row's 120 largest terms,
+        isotropic prior plus the hierarchical variances' excess on each row's largest terms (120,
+        at most one per 5 regression rows),
         a low-rank update of one shared solve instead of a solve per row; or a :class:`jaxshap.estimators.RowPrior`
         instance. ``"auto"`` takes the leading-terms prior up to ``Auto.prior_units`` (32)
         coalitions per feature and ``Auto.prior_coalitions`` (2048) in all, the isotropic one
         above (:meth:`jaxshap.coalitions.Auto.prior`). The default is ``"isotropic"``, which
         costs no more than plain KernelSHAP; the leading-terms prior lowers the squared error
-        1.3x-2.4x on tree models' games (1.0x-1.4x on an MLP's) at equal model evaluations, for
+        1.3x-2.3x on tree models' games (1.0x-1.4x on an MLP's) at equal model evaluations, for
         1.1x-1.4x plain KernelSHAP's time (``bench/scenarios/kernel_speed.py``: an MLP with 100 background
         rows, 160 to 2000 coalitions; the hierarchical prior's per-row solve costs more). The
         attribute ``prior`` holds the choice: a name when a name (or ``"auto"``) was given, else
