@@ -179,8 +179,9 @@ def test_leading_fit_is_the_ridge_regression_on_its_largest_terms(features, term
     """The Woodbury-updated shared solve equals the explicit ridge regression whose variances are
     the hierarchical prior's on the ``terms`` largest products among the ``features`` strongest
     features' triples (at least ``tail``) and ``tail`` elsewhere, with at most a fifth as many
-    terms as regression rows (``rows_per_term``; 40 is cut to 12 here); its standard error equals the per-row GLS
-    (``gls_apply``, its own factorisation) with that prior's kernel written out term by term."""
+    terms as regression rows (``rows_per_term``; 40 is cut to 12 here); its standard error equals
+    the per-row GLS (``gls_apply``, its own factorisation) with that prior's kernel written out
+    term by term."""
     m, n = 11, 120
     plan, masks, weights, values, v0, v1 = _paired_game(m, n, 6)
     rho = third_order_ridge(m)
