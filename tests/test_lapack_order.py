@@ -40,9 +40,9 @@ def _kernel_pooled_per_row():
     return lambda: jaxshap.KernelExplainer(f, bg, 26, third_order=True, shared_coalitions=False)(X, key=1).values
 
 
-def _kernel_gaussian(shared, prior="auto"):
+def _kernel_gaussian(shared, **options):
     f, bg, X = _problem(6)
-    explainer = jaxshap.KernelExplainer(f, _gaussian(bg), 14, third_order=True, prior=prior, shared_coalitions=shared)
+    explainer = jaxshap.KernelExplainer(f, _gaussian(bg), 14, third_order=True, shared_coalitions=shared, **options)
     return lambda: explainer(X, key=1).values
 
 
@@ -79,8 +79,7 @@ CONFIGS = {
     "kernel-gaussian-shared": lambda: _kernel_gaussian(True),
     "kernel-gaussian-per-row": lambda: _kernel_gaussian(False),
     # each row's own A_0 (the leading-terms prior's parts) besides the masker's and the draw's factorisations
-    "kernel-gaussian-per-row-leading": lambda: _kernel_gaussian(False, "leading"),
-    "kernel-gaussian-per-row-isotropic": lambda: _kernel_gaussian(False, "isotropic"),
+    "kernel-gaussian-per-row-leading": lambda: _kernel_gaussian(False, prior="leading"),
     "kernel-estimator-vmapped": _kernel_estimator_vmapped,
     "permutation-gaussian-controls": _permutation_gaussian_controls,
     "exact-gaussian": _exact_gaussian,
