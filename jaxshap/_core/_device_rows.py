@@ -67,7 +67,7 @@ def device_rows(x: Any) -> DeviceRows:
     """``x`` (``[n, M]``, NumPy or JAX) as :class:`DeviceRows`, aliasing a NumPy ``x`` where the
     backend allows it (see the module docstring)."""
     n, m = x.shape
-    empty = jnp.zeros((0,), x.dtype)
+    empty = np.zeros((0,), x.dtype)  # a jax.numpy array would be a device call
     if isinstance(x, jax.Array) or jax.default_backend() != "cpu":
         return DeviceRows(empty, jax.device_put(x), (n, m))
     x = np.ascontiguousarray(x)
@@ -85,14 +85,16 @@ def device_rows(x: Any) -> DeviceRows:
 def read_rows(rows: DeviceRows, start: jax.Array, size: int) -> jax.Array:
     """Rows ``[start, start + size)`` as ``[size, M]``, inside a program (``start <= n - size``).
 
-    The run is a buffer of its own (the branch of a ``cond`` XLA materialises), also when the data
-    is aligned: consumers then read it from cache, where a slice of the data read in place by
+    On a CPU the run is a buffer of its own (the branch of a ``cond`` XLA materialises), also when
+    the data is aligned: consumers then read it from cache, where a slice of the data read in place by
     several fusions streams it from memory each time (slower by about a fifth of a small model's
     time on a CPU, in a one-process A/B of the ALE's row pass).
     """
     n, m = rows.shape
     a = rows.head.shape[0]
     body = rows.body.reshape(-1)
+    if a == 0 and jax.default_backend() != "cpu":  # an accelerator reads the slice where it lies
+        return jax.lax.dynamic_slice_in_dim(body, start * m, size * m).reshape(size, m)
     # rows that start before the aligned body read from the head and the body's first run
     first = jnp.concatenate([rows.head, body[: min(body.shape[0], size * m)]])
     if body.shape[0] < size * m:  # a run longer than the body: ``first`` is the whole matrix

@@ -11,11 +11,12 @@ moves each row across the bin it lies in, and accumulates the mean local differe
         \big[f(z_{k'}, x^{(i)}_{\setminus j}) - f(z_{k'-1}, x^{(i)}_{\setminus j})\big],
 
 centred by the mean over the rows of the value at each row's bin's upper edge (eqs. 15-16).
-Quantile edges, category orders and empty cells are settled on the host (:mod:`._ale_bins`,
-:mod:`._ale_order`); the rows' bins and the model's differences come from one compiled program
-that reads the data in place (:mod:`._ale_rows`), the estimate from the groups' sums on the
-host (:mod:`._ale_program`), and the bootstrap from the groups' first two moments, without a
-model call (:mod:`._ale_bootstrap`).
+Category orders and empty cells are settled on the host (:mod:`._ale_bins`, :mod:`._ale_order`);
+the rows' bins and the model's differences come from one compiled program that reads the data in
+place (:mod:`._ale_rows`); the groups' moments of those differences (:mod:`._ale_moments`) give
+the estimate, on the host in float64 (:mod:`._ale_program`), and the bootstrap, without a model
+call (:mod:`._ale_bootstrap`). Quantile edges and the groups' moments are computed on the host
+on a CPU backend and where the rows are on an accelerator (:func:`reduce_on_device`).
 """
 
 from __future__ import annotations
@@ -32,11 +33,12 @@ from .._core._device_rows import device_rows
 from .._core._inputs import as_key, check_finite, check_finite_outputs, is_traced
 from .._core._model import wrap_model
 from .._core._validate import DEFAULT_MEMORY_BUDGET, integer
-from ._ale_bins import check_codes, nearest_filled, quantile_edges, refuse_constant, resolve_categorical
+from ._ale_bins import check_codes, nearest_filled, quantile_edges, quantile_ranks, refuse_constant, resolve_categorical
 from ._ale_bootstrap import bootstrap_stderr
+from ._ale_moments import GroupMoments, device_moments, host_moments, merge, row_moments
 from ._ale_order import category_order
 from ._ale_program import Layout, Plan, categorical_differences, effects
-from ._ale_rows import row_differences
+from ._ale_rows import row_differences, sorted_columns_at
 from ._partial_dependence import check_budget, feature_index, prepare_data, units_per_chunk
 
 
@@ -91,21 +93,32 @@ class Differences(NamedTuple):
       kind: ``"numeric"``, ``"categorical"`` or ``"pair"``.
       grid: the edges ``[B + 1]``, the codes in order ``[C]``, or a pair's two edges.
       shape: the values' shape without the output axis.
-      counts: ``[G]`` rows per group (host).
-      sums: ``[G, Q]`` the groups' sums of differences (host, float64).
-      D: ``[n, Q]`` each row's differences (host).
-      group: ``[n]`` each row's group (host).
+      moments: the groups' counts, sums and (with a bootstrap) scatters, on the host.
+      dtype: the differences' dtype, which the results take.
       plan: where groups and segments sit.
     """
 
     kind: str
     grid: Any
     shape: tuple[int, ...]
-    counts: np.ndarray
-    sums: np.ndarray
-    D: np.ndarray
-    group: np.ndarray
+    moments: GroupMoments
+    dtype: Any
     plan: Plan
+
+
+def reduce_on_device() -> bool:
+    """Whether quantile edges and the groups' moments are computed where the rows are rather
+    than on the host: on an accelerator, which then sends back a few numbers per bin instead of
+    every row's difference and group; not on a CPU backend, where the differences are in host
+    memory already and NumPy's partition and ``bincount`` beat a compiled sort and scatter."""
+    return jax.default_backend() != "cpu"
+
+
+def moments_of(group: Any, D: Any, n_groups: int, parts: int, second: bool) -> GroupMoments:
+    """The groups' moments of the differences ``D`` ``[n, P * K]`` by the route :func:`reduce_on_device` picks."""
+    if reduce_on_device():
+        return device_moments(jax.numpy.asarray(group), jax.numpy.asarray(D), n_groups, parts, second)
+    return host_moments(group, D, n_groups, parts, second)
 
 
 def row_pass_bytes(budget: int) -> int:
@@ -114,15 +127,6 @@ def row_pass_bytes(budget: int) -> int:
     1.31 -> 1.11 times the model's floor for one feature, 1.44 -> 1.19 for a pair, in a
     one-process A/B of the chunk sizes); elsewhere the budget."""
     return chunk_bytes(budget) // 2 if jax.default_backend() == "cpu" else budget
-
-
-def group_sums(group: Any, D: jax.Array, n_groups: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(group [n], D [n, Q], counts [G], sums [G, Q])`` on the host: each row's group (as
-    bincount's index type) and differences, the rows per group and the groups' sums of
-    differences (one pass per column; exact counts, sums accumulated in float64)."""
-    group, D = np.asarray(group).astype(np.intp), np.asarray(D)
-    sums = np.stack([np.bincount(group, weights=D[:, q], minlength=n_groups) for q in range(D.shape[1])], axis=1)
-    return group, D, np.bincount(group, minlength=n_groups), sums
 
 
 def column_edges(host: Any, j: int, n_bins: int, name: str) -> np.ndarray:
@@ -135,36 +139,62 @@ def column_edges(host: Any, j: int, n_bins: int, name: str) -> np.ndarray:
     return edges
 
 
-def numeric_rows(wrapped, host, rows, item: tuple[int, ...], n_bins: int, names, budget: int) -> Differences:
-    """A numeric feature's or pair's differences: one per row, the bins found in the program.
+def feature_edges(host: Any, rows, item: tuple[int, ...], n_bins: int, names) -> tuple[np.ndarray, ...]:
+    """The quantile edges of a feature or pair, errors in the features' order.
 
-    A pair's two columns are copied and partitioned in two threads (NumPy lets go of the GIL in
-    both); errors come in the features' order.
+    On the host, a pair's two columns are copied and partitioned in two threads (NumPy lets go
+    of the GIL in both); on the device (:func:`reduce_on_device`) the columns are sorted where
+    the rows are and only the order statistics come back (a NaN or inf sorts to an end, so the
+    edges show it).
     """
+    if reduce_on_device():
+        found = np.asarray(sorted_columns_at(rows, item, tuple(int(r) for r in quantile_ranks(rows.shape[0], n_bins))))
+        if not np.isfinite(found).all():
+            check_finite(host, "X")  # names the first NaN or inf of X
+        edges = tuple(np.unique(f) for f in found)
+        for j, e in zip(item, edges):
+            refuse_constant(e, names[j])
+        return edges
     edges_of = lambda j: column_edges(host, j, n_bins, names[j])
     if len(item) == 1:
-        edges = (edges_of(item[0]),)
-    else:
-        with ThreadPoolExecutor(max_workers=len(item)) as pool:
-            edges = tuple(pool.map(edges_of, item))
+        return (edges_of(item[0]),)
+    with ThreadPoolExecutor(max_workers=len(item)) as pool:
+        return tuple(pool.map(edges_of, item))
+
+
+def numeric_rows(wrapped, host, rows, item: tuple[int, ...], n_bins: int, names, budget: int,
+                 second: bool) -> Differences:
+    """A numeric feature's or pair's differences: one per row, the bins found in the program,
+    reduced to the groups' moments (with the scatters when ``second``)."""
+    edges = feature_edges(host, rows, item, n_bins, names)
     shape = tuple(e.size for e in edges)
     n, m = rows.shape
     chunk = units_per_chunk(wrapped, n, 2 ** len(item), m, host.dtype.itemsize, row_pass_bytes(budget))
-    d, group, rows_finite, finite = row_differences(wrapped, rows, item, edges, chunk)
+    n_groups = int(np.prod([s - 1 for s in shape]))
+    if reduce_on_device():  # one program and one copy back: the chunks' partial moments and two flags
+        partials, rows_finite, finite = jax.device_get(row_moments(wrapped, rows, item, edges, chunk, n_groups, second))
+    else:
+        d, group, rows_finite, finite = row_differences(wrapped, rows, item, edges, chunk)
     if not bool(rows_finite):
         check_finite(host, "X")  # a NaN or inf, or finite values whose sum overflowed
-    check_finite_outputs(finite, "`model`", source=" of `X` (moved to a bin edge)", hint=EDGE_ROWS_HINT)
-    group, d, counts, sums = group_sums(group, d, int(np.prod([s - 1 for s in shape])))
+    if not np.all(finite):  # name the bad rows (on an accelerator their flags are made again for this)
+        finite = finite if finite.ndim else row_differences(wrapped, rows, item, edges, chunk)[3]
+        check_finite_outputs(finite, "`model`", source=" of `X` (moved to a bin edge)", hint=EDGE_ROWS_HINT)
+    if reduce_on_device():
+        moments = merge(partials, 1)
+    else:
+        moments = host_moments(group, d, n_groups, 1, second)
+    dtype = rows.dtype
     if len(item) == 1:
         plan = Plan(np.arange(1, shape[0]), np.arange(shape[0] - 1))
-        return Differences("numeric", edges[0], shape, counts, sums, d, group, plan)
+        return Differences("numeric", edges[0], shape, moments, dtype, plan)
     n_j, n_k = shape[0] - 1, shape[1] - 1
     upper = np.arange(1, n_j + 1)[:, None] * (n_k + 1) + np.arange(1, n_k + 1)[None, :]  # each cell's upper corner
-    plan = Plan(upper.ravel(), nearest_filled(counts.reshape(n_j, n_k), *edges))
-    return Differences("pair", edges, shape, counts, sums, d, group, plan)
+    plan = Plan(upper.ravel(), nearest_filled(moments.counts.reshape(n_j, n_k), *edges))
+    return Differences("pair", edges, shape, moments, dtype, plan)
 
 
-def categorical_rows(wrapped, host, rows, j: int, categorical, name: str, budget: int) -> Differences:
+def categorical_rows(wrapped, host, rows, j: int, categorical, name: str, budget: int, second: bool) -> Differences:
     r"""A categorical feature's differences: each row's step to the next category in the order
     and from the previous one. The step :math:`c_s \to c_{s+1}` averages both categories' rows,
     :math:`(n_s + n_{s+1})^{-1} \sum [f(c_{s+1}, x_{\setminus j}) - f(c_s, x_{\setminus j})]`,
@@ -185,9 +215,9 @@ def categorical_rows(wrapped, host, rows, j: int, categorical, name: str, budget
     D, finite = categorical_differences(wrapped, rows, j, units, chunk)
     check_finite_outputs(finite, "`model`", row_ids=np.concatenate([up, down]),
                          source=" of `X` (moved to a neighbouring category)", hint=EDGE_ROWS_HINT)
-    position, D, counts, sums = group_sums(position, D, order.size)
+    moments = moments_of(position, D, order.size, 2, second)
     plan = Plan(np.arange(order.size), np.arange(order.size - 1))
-    return Differences("categorical", order, (order.size,), counts, sums, D, position, plan)
+    return Differences("categorical", order, (order.size,), moments, D.dtype, plan)
 
 
 # --- arguments ------------------------------------------------------------------------------
@@ -292,6 +322,15 @@ def accumulated_local_effects(
     The model is evaluated twice per row (four times for a pair; at most four for a categorical
     feature), in chunks under ``memory_budget``; the bootstrap reuses those differences.
 
+    **Where the work runs**: the rows' bins and differences in one compiled program on the
+    default device. On a CPU backend the quantile edges and the bins' sums come from NumPy on
+    the host. On an accelerator the columns are sorted and the differences reduced to their
+    bins' moments where they are made, so only a few numbers per bin come back; a ``jax.Array``
+    ``X`` already on the device is read there, where NumPy rows are first copied to it. The
+    accelerator adds float32 partial sums in an order that can vary between runs (XLA's
+    scatter), so two identical calls there can differ in the last bits; set
+    ``XLA_FLAGS=--xla_gpu_deterministic_ops=true`` for bitwise-repeatable results.
+
     Args:
       model: callable ``[n, M] -> [n]`` or ``[n, K]``; JAX-traceable or a plain NumPy callable.
       X: data rows ``[n, M]`` (array or DataFrame; pandas ``category`` columns are replaced by
@@ -299,7 +338,8 @@ def accumulated_local_effects(
       features: a feature (position or name), a tuple ``(j, k)`` for a pair, or a list (or 1-D
         array) of such items, which returns a tuple of results in the list's order.
       n_bins: the number of quantile bins per numeric feature (before repeated quantiles collapse).
-      key: PRNG key (or int seed) for the bootstrap; ``None`` means ``jax.random.key(0)``.
+      key: PRNG key (or int seed) for the bootstrap; ``None`` means ``jax.random.key(0)``. Read
+        only with ``n_bootstrap`` above 0.
       n_bootstrap: bootstrap resamples for ``stderr``; 0 gives ``stderr=None``.
       categorical: positions or names of categorical features (besides pandas ``category`` columns).
       feature_names: names of the ``M`` features (default: DataFrame columns, else ``Feature j``).
@@ -324,8 +364,8 @@ def accumulated_local_effects(
     budget = check_budget(memory_budget)
     items, several = feature_items(features, names)
     cats = resolve_categorical(categorical, found, lambda v: feature_index(v, names, "categorical"))
-    key = as_key(key)
-    wrapped = wrap_model(model, host.shape[1], host.dtype, host[:2])
+    key = as_key(key) if n_bootstrap else None  # read by the bootstrap alone (making one is a device call)
+    wrapped = wrap_model(model, host.shape[1], host.dtype, host)  # a host model is probed on two rows
     rows = []  # the data on the device, aliased (not copied) where the backend allows, made once
 
     def on_device():
@@ -340,26 +380,25 @@ def accumulated_local_effects(
 
 def _one(wrapped, host, on_device, item, n_bins, n_bootstrap, cats, names, budget, key) -> ALE:
     """The ALE of one feature or pair: its rows' differences, then the estimate and the bootstrap."""
-    diff = differences(wrapped, host, on_device, item, n_bins, cats, names, budget)
+    diff = differences(wrapped, host, on_device, item, n_bins, cats, names, budget, second=n_bootstrap > 0)
     layout = Layout(diff.kind, diff.shape, n_bootstrap)
-    values, fallback = effects(diff.counts.astype(np.float64), diff.sums, diff.plan, layout)
-    stderr = None
-    if n_bootstrap:
-        stderr = bootstrap_stderr(diff.group, diff.D, diff.counts, diff.sums, fallback, diff.plan, layout, key)
-        stderr = jax.numpy.asarray(stderr, diff.D.dtype)
-    values = jax.numpy.asarray(values, diff.D.dtype)
+    counts = diff.moments.counts
+    values, fallback = effects(counts.astype(np.float64), diff.moments.sums, diff.plan, layout)
+    stderr = None if not n_bootstrap else bootstrap_stderr(diff.moments, fallback, diff.plan, layout, key)
+    values, stderr = (None if a is None else np.asarray(a, diff.dtype) for a in (values, stderr))
     if wrapped.single_output:
         values = values[..., 0]
         stderr = None if stderr is None else stderr[..., 0]
     pair = diff.kind == "pair"
-    grid = tuple(jax.numpy.asarray(g) for g in diff.grid) if pair else jax.numpy.asarray(diff.grid)
-    counts = diff.counts.reshape(diff.shape[0] - 1, diff.shape[1] - 1) if pair else diff.counts
-    return ALE(grid, values, stderr, jax.numpy.asarray(counts), item, [names[j] for j in item],
-               diff.kind == "categorical")
+    counts = counts.reshape(diff.shape[0] - 1, diff.shape[1] - 1) if pair else counts
+    # made on the host, sent in one transfer (an array made with jax.numpy is a device call each)
+    grid, values, stderr, counts = jax.device_put((diff.grid, values, stderr, counts.astype(np.int32)))
+    return ALE(grid, values, stderr, counts, item, [names[j] for j in item], diff.kind == "categorical")
 
 
-def differences(wrapped, host, on_device, item, n_bins, cats, names, budget) -> Differences:
-    """The grouped differences of one feature or pair, of the kind it is."""
+def differences(wrapped, host, on_device, item, n_bins, cats, names, budget, second=True) -> Differences:
+    """The grouped differences of one feature or pair, of the kind it is (with the groups'
+    scatters, which only the bootstrap reads, when ``second``)."""
     if len(item) == 2:
         bad = [names[j] for j in item if j in cats]
         if bad:
@@ -368,5 +407,5 @@ def differences(wrapped, host, on_device, item, n_bins, cats, names, budget) -> 
                 "(in `categorical` or as a pandas category column); study categorical features one at a time."
             )
     if len(item) == 1 and item[0] in cats:
-        return categorical_rows(wrapped, host, on_device(), item[0], cats, names[item[0]], budget)
-    return numeric_rows(wrapped, host, on_device(), item, n_bins, names, budget)
+        return categorical_rows(wrapped, host, on_device(), item[0], cats, names[item[0]], budget, second)
+    return numeric_rows(wrapped, host, on_device(), item, n_bins, names, budget, second)

@@ -3,7 +3,9 @@
 Apley & Zhu (2020), "Visualizing the effects of predictor variables in black box supervised
 learning models", JRSS-B 82(4), section 3: a numeric feature's range is cut at its sample
 quantiles, every bin holds rows, and the local effect of a bin is averaged over the rows in it.
-Everything here is NumPy on concrete data; the model is never called.
+Everything here is NumPy on concrete data; the model is never called. (On an accelerator the
+order statistics come from a sort where the rows are, :func:`._ale_rows.sorted_columns_at`, at
+the ranks :func:`quantile_ranks` gives.)
 """
 
 from __future__ import annotations
@@ -25,9 +27,13 @@ def quantile_edges(column: np.ndarray, n_bins: int, *, in_place: bool = False) -
     data value and bins are closed on their upper edge, none is empty. ``column`` is reordered
     with ``in_place`` (a contiguous array the caller owns), else left as it is.
     """
-    n = column.size
-    rank = np.maximum(1, -(-n * np.arange(n_bins + 1, dtype=np.int64) // n_bins)) - 1
-    return np.unique(order_statistics(column, np.unique(rank), in_place=in_place))
+    return np.unique(order_statistics(column, quantile_ranks(column.size, n_bins), in_place=in_place))
+
+
+def quantile_ranks(n: int, n_bins: int) -> np.ndarray:
+    r"""The distinct 0-based ranks of :func:`quantile_edges`' order statistics among ``n`` values:
+    :math:`\lceil n k / n_{bins} \rceil - 1` (at least 0) for ``k = 0 .. n_bins``, increasing."""
+    return np.unique(np.maximum(1, -(-n * np.arange(n_bins + 1, dtype=np.int64) // n_bins)) - 1)
 
 
 def order_statistics(values: np.ndarray, ranks: np.ndarray, *, in_place: bool = False) -> np.ndarray:

@@ -32,6 +32,7 @@ import jax
 import numpy as np
 
 from .._core._inputs import key_bits
+from ._ale_moments import GroupMoments
 from ._ale_program import Layout, Plan, effects
 
 
@@ -40,27 +41,11 @@ def generator(key: jax.Array) -> np.random.Generator:
     return np.random.default_rng(np.asarray(key_bits(key), np.uint32).ravel())
 
 
-def within_roots(group: np.ndarray, D: np.ndarray, mean: np.ndarray, counts: np.ndarray, parts: int) -> np.ndarray:
+def within_roots(moments: GroupMoments) -> np.ndarray:
     r"""``[G, K, P, P]``: for each group and output, a square root :math:`L` of the population
-    covariance :math:`\Sigma_g` (:math:`L L^\top = \Sigma_g`) of its rows' ``P`` differences.
-
-    Args:
-      group: ``[n]`` each row's group (integers).
-      D: ``[n, P * K]`` each row's differences, column ``p * K + k`` its ``p``-th difference of
-        output ``k`` (``P = 2`` for a categorical feature's up- and down-steps, else 1).
-      mean: ``[G, P * K]`` the groups' means.
-      counts: ``[G]`` rows per group.
-      parts: ``P``.
-    """
-    n_groups, width = mean.shape
-    k_out = width // parts
-    centred = (np.asarray(D, np.float64) - mean[group]).reshape(-1, parts, k_out)  # two passes: no cancellation
-    cov = np.empty((n_groups, k_out, parts, parts))
-    for a in range(parts):
-        for b in range(a, parts):
-            product = centred[:, a] * centred[:, b]
-            total = np.stack([np.bincount(group, product[:, k], minlength=n_groups) for k in range(k_out)], axis=1)
-            cov[:, :, a, b] = cov[:, :, b, a] = total / np.maximum(counts, 1)[:, None]
+    covariance :math:`\Sigma_g` (:math:`L L^\top = \Sigma_g`) of its rows' ``P`` differences,
+    the group's scatter over its count (:mod:`._ale_moments`)."""
+    cov = moments.scatter / np.maximum(moments.counts, 1)[:, None, None, None]
     w, v = np.linalg.eigh(cov)  # a group of one row, or of equal rows, has a singular covariance
     return v * np.sqrt(np.maximum(w, 0.0))[..., None, :]
 
@@ -70,27 +55,24 @@ BLOCK_VALUES = 1 << 22
 per array), so that a fine pair grid with many outputs and resamples stays in bounded memory."""
 
 
-def replicate_blocks(group, D, counts: np.ndarray, sums: np.ndarray, fallback: tuple, plan: Plan, layout: Layout,
+def replicate_blocks(moments: GroupMoments, fallback: tuple, plan: Plan, layout: Layout,
                      key: jax.Array) -> Iterator[np.ndarray]:
     """The centred effects of ``B = layout.n_bootstrap`` bootstrap replicates, in blocks
     ``[b, *shape, K]`` (the same values for every block size: the draws come in one stream).
 
     Args:
-      group: ``[n]`` each row's group.
-      D: ``[n, Q]`` each row's differences, column ``p * K + k`` the ``p``-th difference of output ``k``.
-      counts: ``[G]`` rows per group.
-      sums: ``[G, Q]`` the groups' sums (float64).
+      moments: the groups' counts, sums and scatters (:mod:`._ale_moments`).
       fallback: what :func:`effects` returned beside the full sample's values: what a replicate
         that leaves a segment empty falls back on.
       plan: where groups and segments sit.
       layout: static; its ``n_bootstrap`` is the number of replicates.
       key: the replicates' key.
     """
-    group = np.asarray(group, np.intp)  # no copy when it is already
-    parts = 2 if layout.kind == "categorical" else 1
+    counts, sums = moments.counts, moments.sums
+    parts = moments.scatter.shape[-1]
     n_groups, width = sums.shape
     mean = sums / np.maximum(counts, 1)[:, None]
-    roots = within_roots(group, D, mean, counts, parts)
+    roots = within_roots(moments)
     rng = generator(key)
     n, b = int(counts.sum()), layout.n_bootstrap
     drawn = rng.multinomial(n, counts / n, size=b).astype(np.float64)  # step 1, exact

@@ -70,6 +70,14 @@ def _corners(x: jax.Array, features: tuple[int, ...], edges: tuple) -> tuple[jax
     return inputs, group
 
 
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def sorted_columns_at(rows: DeviceRows, features: tuple[int, ...], ranks: tuple[int, ...]) -> jax.Array:
+    """``[len(features), R]``: each feature's order statistics at the 0-based ``ranks`` (static),
+    by a sort of its column where the rows are (NaN sorts last, so a NaN column ends in NaN)."""
+    x = read_rows(rows, 0, rows.shape[0])
+    return jnp.stack([jnp.sort(x[:, j])[jnp.asarray(ranks)] for j in features])
+
+
 @functools.partial(jax.jit, static_argnums=(2, 4))
 def row_differences(model: Model, rows: DeviceRows, features: tuple[int, ...], edges: tuple, chunk: int):
     """Every row's difference and its group.

@@ -1,0 +1,162 @@
+r"""The groups' moments of the rows' differences: all that ALE and its bootstrap read of the rows.
+
+The estimate reads each group of rows (a numeric feature's bin, a pair's cell, a categorical
+feature's category) through its count :math:`n_g` and the sum of its rows' differences; the
+bootstrap (:mod:`._ale_bootstrap`) also through the group's *scatter*, the sum over its rows of
+the centred outer products of their ``P`` differences per output,
+:math:`\sum_{i \in g} (d_i - m_g)(d_i - m_g)^\top` (``P = 2`` for a categorical feature's up-
+and down-steps, else 1), which is :math:`n_g \Sigma_g`.
+
+Two routes give the same moments:
+
+* :func:`host_moments`, on a CPU backend: the differences are already in host memory, and
+  NumPy's ``bincount`` (float64 accumulation) beat a compiled scatter there.
+* :func:`row_moments` and :func:`device_moments`, on an accelerator: rather than copying ``n``
+  rows' differences and groups back to the host, the rows are reduced where they are, in chunks
+  of rows whose float32 counts, means, sums about those means and scatters come back (a few
+  numbers per group and chunk); :func:`merge` adds the chunks up on the host in float64 (Chan,
+  Golub & LeVeque's pairwise update, so a large common mean does not cancel). XLA's scatter adds
+  a chunk's terms in an order that can vary between runs on a GPU, so the last bits can too.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._core._device_rows import DeviceRows
+from .._core._model import Model
+from ._ale_rows import row_differences
+
+CHUNK_ROWS = 1 << 15
+"""Rows per chunk of :func:`device_moments` at the least: a float32 partial sum adds at most
+this many terms, so its rounding error stays near that of the differences themselves."""
+
+PARTIAL_VALUES = 1 << 22
+"""The partials that come back to the host are kept under about this many values (chunks x
+groups x moments), by taking longer chunks for fine grids with many outputs."""
+
+
+class GroupMoments(NamedTuple):
+    """The moments of the rows' differences per group (host arrays).
+
+    Attributes:
+      counts: ``[G]`` rows per group (int64).
+      sums: ``[G, Q]`` the groups' sums of differences (float64), column ``p * K + k`` the
+        ``p``-th difference of output ``k``.
+      scatter: ``[G, K, P, P]`` the groups' sums of centred outer products (float64), or
+        ``None`` when not asked for.
+    """
+
+    counts: np.ndarray
+    sums: np.ndarray
+    scatter: np.ndarray | None
+
+
+def host_moments(group: Any, D: Any, n_groups: int, parts: int, second: bool) -> GroupMoments:
+    """The moments from each row's group ``[n]`` and differences ``[n, P * K]``, with NumPy.
+
+    Two passes (the means, then the centred products), every sum in float64.
+    """
+    group, D = np.asarray(group).astype(np.intp), np.asarray(D)
+    by_group = lambda w: np.bincount(group, weights=w, minlength=n_groups)
+    counts = np.bincount(group, minlength=n_groups)
+    sums = np.stack([by_group(D[:, q]) for q in range(D.shape[1])], axis=1)
+    if not second:
+        return GroupMoments(counts, sums, None)
+    k_out = D.shape[1] // parts
+    mean = sums / np.maximum(counts, 1)[:, None]
+    centred = (D.astype(np.float64) - mean[group]).reshape(-1, parts, k_out)
+    scatter = np.empty((n_groups, k_out, parts, parts))
+    for a in range(parts):
+        for b in range(a, parts):
+            product = centred[:, a] * centred[:, b]
+            total = np.stack([by_group(product[:, k]) for k in range(k_out)], axis=1)
+            scatter[:, :, a, b] = scatter[:, :, b, a] = total
+    return GroupMoments(counts, sums, scatter)
+
+
+def chunk_rows(n: int, n_groups: int, width: int) -> int:
+    """Rows per chunk: :data:`CHUNK_ROWS`, or more where the partials would pass :data:`PARTIAL_VALUES`."""
+    most_chunks = max(1, PARTIAL_VALUES // max(1, n_groups * width))
+    return max(min(CHUNK_ROWS, n), -(-n // most_chunks))
+
+
+def partials(group: jax.Array, D: jax.Array, n_groups: int, parts: int, second: bool):
+    """Per chunk of rows and group, inside a program, in the differences' dtype: the count
+    ``[C, G]``, a rounded mean ``[C, G, Q]``, the sum of the differences about it ``[C, G, Q]``
+    (small, so its rounding is the spread's, not the mean's) and, with ``second``, the scatter
+    about it ``[C, G, K, P, P]``; :func:`merge` adds them up."""
+    n, q = D.shape
+    width = 2 * q + (q * parts if second else 0)
+    chunk = chunk_rows(n, n_groups, width)
+    n_chunks = -(-n // chunk)
+    pad = n_chunks * chunk - n
+    group = jnp.pad(group.astype(jnp.int32), (0, pad), constant_values=n_groups)  # out of range: dropped
+    D = jnp.pad(D, ((0, pad), (0, 0))).reshape(n_chunks, chunk, q)
+    group = group.reshape(n_chunks, chunk)
+    k_out = q // parts
+
+    def one(g, d):
+        count = jax.ops.segment_sum(jnp.ones(g.shape, jnp.int32), g, n_groups)
+        mean = jax.ops.segment_sum(d, g, n_groups) / jnp.maximum(count, 1).astype(d.dtype)[:, None]
+        centred = d - mean[jnp.minimum(g, n_groups - 1)]
+        out = count, mean, jax.ops.segment_sum(centred, g, n_groups)
+        if not second:
+            return out
+        c = centred.reshape(chunk, parts, k_out)
+        product = jnp.einsum("ipk,iqk->ikpq", c, c).reshape(chunk, -1)
+        return *out, jax.ops.segment_sum(product, g, n_groups).reshape(n_groups, k_out, parts, parts)
+
+    return jax.vmap(one)(group, D)
+
+
+def merge(parts_out: tuple, parts: int) -> GroupMoments:
+    r"""The groups' moments from the chunks' :func:`partials` (host arrays), in float64.
+
+    For chunk :math:`c` and group :math:`g` the partials are the count :math:`n_{gc}`, a rounded
+    mean :math:`\tilde m_{gc}`, the sum :math:`r_{gc}` of the differences about it and, with a
+    fourth array, their scatter :math:`\tilde S_{gc}` about it. The chunk's sum is
+    :math:`n_{gc} \tilde m_{gc} + r_{gc}`, its mean :math:`m_{gc}` that over :math:`n_{gc}`, its
+    scatter about its mean :math:`\tilde S_{gc} - r_{gc} r_{gc}^\top / n_{gc}`, and the
+    group's scatter adds the chunks' and :math:`\sum_c n_{gc} (m_{gc} - m_g)(m_{gc} - m_g)^\top`
+    (Chan, Golub & LeVeque's pairwise update). Only sums about a chunk's own mean were rounded to
+    float32, over at most :func:`chunk_rows` terms, so a large common mean costs no precision.
+    """
+    count_c = np.asarray(parts_out[0], np.int64)
+    rest_c = np.asarray(parts_out[2], np.float64)
+    sums_c = count_c[..., None] * np.asarray(parts_out[1], np.float64) + rest_c
+    counts, sums = count_c.sum(0), sums_c.sum(0)
+    if len(parts_out) == 3:
+        return GroupMoments(counts, sums, None)
+    weight = count_c.astype(np.float64)
+    rest = rest_c.reshape(*count_c.shape, parts, -1)
+    own = np.asarray(parts_out[3], np.float64) - np.einsum("cgpk,cgqk->cgkpq", rest, rest) / np.maximum(weight, 1)[
+        ..., None, None, None]
+    delta = (sums_c / np.maximum(weight, 1)[..., None] - sums / np.maximum(counts, 1)[:, None]).reshape(rest.shape)
+    between = np.einsum("cg,cgpk,cgqk->gkpq", weight, delta, delta)
+    return GroupMoments(counts, sums, own.sum(0) + between)
+
+
+def device_moments(group: jax.Array, D: jax.Array, n_groups: int, parts: int, second: bool) -> GroupMoments:
+    """The moments from each row's group ``[n]`` and differences ``[n, P * K]`` where they are
+    (the device): :func:`partials` there, :func:`merge` on the host."""
+    return merge(jax.device_get(_partials(group, D, n_groups, parts, second)), parts)
+
+
+_partials = jax.jit(partials, static_argnums=(2, 3, 4))
+
+
+@functools.partial(jax.jit, static_argnums=(2, 4, 5, 6))
+def row_moments(model: Model, rows: DeviceRows, features: tuple[int, ...], edges: tuple, chunk: int, n_groups: int,
+                second: bool):
+    """The accelerator's row pass: every row's difference (:func:`._ale_rows.row_differences`)
+    reduced to its chunk's :func:`partials` in the same program, so that nothing per row leaves
+    the device. Returns ``(partials, rows_finite, all_finite)``, the flags as
+    :func:`._ale_rows.row_differences`' (the second reduced over the rows)."""
+    d, group, rows_finite, finite = row_differences(model, rows, features, edges, chunk)
+    return partials(group, d, n_groups, 1, second), rows_finite, jnp.all(finite)
