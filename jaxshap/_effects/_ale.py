@@ -173,17 +173,16 @@ def numeric_rows(wrapped, host, rows, item: tuple[int, ...], n_bins: int, names,
     n_groups = int(np.prod([s - 1 for s in shape]))
     if reduce_on_device():  # one program and one copy back: the chunks' partial moments and two flags
         partials, rows_finite, finite = jax.device_get(row_moments(wrapped, rows, item, edges, chunk, n_groups, second))
+        reduce = lambda: merge(partials, 1)  # noqa: E731
     else:
         d, group, rows_finite, finite = row_differences(wrapped, rows, item, edges, chunk)
+        reduce = lambda: host_moments(group, d, n_groups, 1, second)  # noqa: E731
     if not bool(rows_finite):
         check_finite(host, "X")  # a NaN or inf, or finite values whose sum overflowed
     if not np.all(finite):  # name the bad rows (on an accelerator their flags are made again for this)
         finite = finite if finite.ndim else row_differences(wrapped, rows, item, edges, chunk)[3]
         check_finite_outputs(finite, "`model`", source=" of `X` (moved to a bin edge)", hint=EDGE_ROWS_HINT)
-    if reduce_on_device():
-        moments = merge(partials, 1)
-    else:
-        moments = host_moments(group, d, n_groups, 1, second)
+    moments = reduce()  # once the rows and the model's differences are known to be finite
     dtype = rows.dtype
     if len(item) == 1:
         plan = Plan(np.arange(1, shape[0]), np.arange(shape[0] - 1))

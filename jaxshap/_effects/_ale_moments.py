@@ -33,7 +33,7 @@ from .._core._model import Model
 from ._ale_rows import row_differences
 
 CHUNK_ROWS = 1 << 15
-"""Rows per chunk of :func:`device_moments` at the least: a float32 partial sum adds at most
+"""Rows per chunk of :func:`partials` at the least: a float32 partial sum adds at most
 this many terms, so its rounding error stays near that of the differences themselves."""
 
 PARTIAL_VALUES = 1 << 22
@@ -142,13 +142,14 @@ def merge(parts_out: tuple, parts: int) -> GroupMoments:
     return GroupMoments(counts, sums, own.sum(0) + between)
 
 
+_partials = jax.jit(partials, static_argnums=(2, 3, 4))
+"""The compiled :func:`partials`, for differences already made (a categorical feature's)."""
+
+
 def device_moments(group: jax.Array, D: jax.Array, n_groups: int, parts: int, second: bool) -> GroupMoments:
     """The moments from each row's group ``[n]`` and differences ``[n, P * K]`` where they are
     (the device): :func:`partials` there, :func:`merge` on the host."""
     return merge(jax.device_get(_partials(group, D, n_groups, parts, second)), parts)
-
-
-_partials = jax.jit(partials, static_argnums=(2, 3, 4))
 
 
 @functools.partial(jax.jit, static_argnums=(2, 4, 5, 6))
