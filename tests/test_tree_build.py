@@ -20,7 +20,7 @@ from jaxshap._tree._path_dependent import path_shapley, path_tables_host  # noqa
 from jaxshap._tree._paths import decompose, follows, follows_host, slot_arrays  # noqa: E402
 
 
-@pytest.mark.parametrize("u", [1, 2, 4, 6])
+@pytest.mark.parametrize("u", [1, 2, 4, 6, 12])
 def test_tables_equal_pattern_by_pattern_kernels(u):
     rng = np.random.default_rng(u)
     p, b = 5, 37
@@ -55,6 +55,18 @@ def test_follows_on_device_equals_follows_on_host():
     X[3::11, 1] = 45.0
     on_device = jax.vmap(follows, (None, 0))(slot_arrays(paths, np.float32), X)
     np.testing.assert_array_equal(np.asarray(on_device), follows_host(paths, X))
+
+
+def test_path_kernel_program_does_not_grow_with_the_path():
+    """``path_shapley`` loops over the slots inside the program (``lax.scan``): a path of 20 slots
+    compiles to the same program as one of 4. Unrolled, its products grew into fused kernels whose
+    compilation took seconds (and once crashed XLA's CPU compiler) on depth-20 trees."""
+
+    def lines(u):
+        args = (jax.ShapeDtypeStruct((7, u), np.float32), jax.ShapeDtypeStruct((7, u), np.bool_))  # 7 paths
+        return jax.jit(jax.vmap(path_shapley)).lower(*args).as_text().count("\n")
+
+    assert lines(20) == lines(4)
 
 
 def _deep_model():

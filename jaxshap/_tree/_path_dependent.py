@@ -46,20 +46,24 @@ def path_shapley(zero_fraction: jax.Array, one: jax.Array) -> jax.Array:
     z = zero_fraction
     o = one.astype(z.dtype)
     n = z.shape[0]
-    c = jnp.zeros(n + 1, z.dtype).at[0].set(1.0)
-    for j in range(n):  # extend: multiply by (z_j + o_j t)
-        c = z[j] * c + o[j] * jnp.concatenate([jnp.zeros(1, z.dtype), c[:-1]])
-    # unwind every slot at once; g[u, k] = e_k^{(-u)}
-    g_cols = [None] * n
-    g_cols[n - 1] = jnp.broadcast_to(c[n], (n,))
-    for k in range(n - 1, 0, -1):
-        g_cols[k - 1] = c[k] - z * g_cols[k]
-    g_one = jnp.stack(g_cols, axis=1)
-    safe_z = jnp.where(z > 0, z, 1.0)
-    g_zero = c[None, :n] / safe_z[:, None]
-    g = jnp.where(one[:, None], g_one, g_zero)
-    s = g @ shapley_weights(n, z.dtype)
-    return (o - z) * s
+
+    def extend(c, slot):  # multiply by (z_j + o_j t)
+        z_j, o_j = slot
+        return z_j * c + o_j * jnp.concatenate([jnp.zeros(1, c.dtype), c[:-1]]), None
+
+    c, _ = jax.lax.scan(extend, jnp.zeros(n + 1, z.dtype).at[0].set(1.0), (z, o))
+    w = shapley_weights(n, z.dtype)
+
+    def unwind(carry, step):  # every slot at once: g_{k-1} = c_k - z g_k, and s += w_{k-1} g_{k-1}
+        g, s = carry
+        c_k, w_before = step
+        g = c_k - z * g
+        return (g, s + w_before * g), None
+
+    top = jnp.broadcast_to(c[n], (n,))  # g_{U-1} = c_U
+    (_, s_one), _ = jax.lax.scan(unwind, (top, w[n - 1] * top), (c[1:n], w[: n - 1]), reverse=True)
+    s_zero = (c[:n] @ w) / jnp.where(z > 0, z, 1.0)  # o_u = 0: e^{(-u)} = c / z_u
+    return (o - z) * jnp.where(one, s_one, s_zero)
 
 
 def expected_value(zero_fraction: np.ndarray, value: np.ndarray, output: np.ndarray, base: np.ndarray) -> np.ndarray:
