@@ -53,3 +53,41 @@ class CountCompiles(logging.Handler):
     def __exit__(self, *exc):
         logging.getLogger("jax").removeHandler(self)
         jax.config.update("jax_log_compiles", self._old)
+
+
+# --- a worker that dies in native code -----------------------------------------------------------
+# XLA's CPU compiler has segfaulted, rarely and at random, while compiling an ordinary TreeExplainer
+# program in a pytest-xdist worker that had run a few hundred tests (two different tree tests, in
+# three of five full runs of this suite on a 2-core machine; the same tests pass alone and in other
+# runs, and the crash could not be reproduced in isolation). A crash is not an assertion: the test
+# that was running when its worker died runs once more, on a fresh worker, and the summary names
+# it. A second crash of the same test fails it, as does any assertion.
+_CRASHED: list[str] = []
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_handlecrashitem(crashitem, report, sched):
+    """pytest-xdist (controller): queue a crashed test once more instead of failing it."""
+    if crashitem in _CRASHED:
+        return
+    _CRASHED.append(crashitem)
+    try:
+        sched.mark_test_pending(crashitem)
+    except NotImplementedError:  # a scheduler that cannot requeue: the crash fails the test
+        return
+    report.outcome = "rerun"
+
+
+def pytest_report_teststatus(report, config):
+    if report.outcome == "rerun":
+        return "rerun", "R", "RERUN (its worker crashed)"
+
+
+def pytest_terminal_summary(terminalreporter):
+    for nodeid in _CRASHED:
+        terminalreporter.write_line(
+            f"CRASH: the worker running {nodeid} died (a native crash); the test ran again on a fresh worker, "
+            "and its result above is the second run's.",
+            yellow=True,
+            bold=True,
+        )
