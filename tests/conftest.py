@@ -58,7 +58,7 @@ class CountCompiles(logging.Handler):
 # --- a worker that dies in native code -----------------------------------------------------------
 # XLA's CPU compiler has segfaulted, rarely and at random, while compiling an ordinary TreeExplainer
 # program in a pytest-xdist worker that had run a few hundred tests (two different tree tests, in
-# three of five full runs of this suite on a 2-core machine; the same tests pass alone and in other
+# three of six full runs of this suite on a 2-core machine; the same tests pass alone and in other
 # runs, and the crash could not be reproduced in isolation). A crash is not an assertion: the test
 # that was running when its worker died runs once more, on a fresh worker, and the summary names
 # it. A second crash of the same test fails it, as does any assertion.

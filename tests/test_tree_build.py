@@ -60,7 +60,7 @@ def test_follows_on_device_equals_follows_on_host():
 def test_path_kernel_program_does_not_grow_with_the_path():
     """``path_shapley`` loops over the slots inside the program (``lax.scan``): a path of 20 slots
     compiles to the same program as one of 4. Unrolled, its products grew into fused kernels whose
-    compilation took seconds (and once crashed XLA's CPU compiler) on depth-20 trees."""
+    compilation took seconds on depth-20 trees."""
 
     def lines(u):
         args = (jax.ShapeDtypeStruct((7, u), np.float32), jax.ShapeDtypeStruct((7, u), np.bool_))  # 7 paths
