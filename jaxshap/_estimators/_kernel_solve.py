@@ -35,6 +35,7 @@ from .._platform._host_lapack import spd_inverse
 from .._platform._lapack_order import after
 from ._control_variates import odd_kernel, walsh_controls
 from ._precision import full_precision
+from ._sweep import sweep_inverse
 
 SMALL_RIDGE = 1e-3
 """Ridge (relative to the mean curvature) of plans whose budget does not identify the regression:
@@ -301,7 +302,8 @@ def gls_finish(rows: RegressionRows, whiten, white_design, whiten_diag, h_first,
     ``A = (I + W^{1/2} K W^{1/2})^{-1}`` is given as the map ``whiten(x) = A x`` (``x [U, P]``),
     its product with the weighted design ``white_design = A W^{1/2} D`` (the caller may have it at
     hand), its diagonal ``whiten_diag [U]`` and, optionally, the Gram matrix ``gram = D^T C^{-1} D``
-    (else formed from ``white_design``); ``G = (D^T C^{-1} D + H_0)^{-1} D^T C^{-1}`` is formed, the
+    (else formed from ``white_design``); ``G = (D^T C^{-1} D + H_0)^{-1} D^T C^{-1}`` is formed
+    (the ``M x M`` inverse by :func:`jaxshap._estimators._sweep.sweep_inverse`), the
     residual ``W^{-1} (C^{-1} o - C^{-1} D G o)`` of the responses is corrected row by row with the
     residual operator's diagonal ``(w_u A_{uu} - (C^{-1} D G)_{uu}) / w_u`` (leave one row out),
     and the standard error is the design variance of the units' influence terms.
@@ -312,7 +314,7 @@ def gls_finish(rows: RegressionRows, whiten, white_design, whiten_diag, h_first,
     cd = s[:, None] * white_design  # C^{-1} D
     if gram is None:
         gram = design.T @ cd
-    g = _centre(_spd_inverse(gram + h_first, (), jnp) @ cd.T)  # [M, U]
+    g = _centre(sweep_inverse(gram + h_first) @ cd.T)  # [M, U]; no LAPACK call per row
     op = KernelOperator(*rows.statics, g, None, None, None, None, None, rows.frac)
     phi, o = estimate(op, values, v_empty, v_full)
     o = o.astype(g.dtype)

@@ -99,8 +99,9 @@ class Hierarchical(RowPrior):
     """Third-order variances in proportion to the product of the members' first-order sizes.
 
     See the module docstring for the formula. Costs a ``U x U`` factorisation and triangular
-    inverse per row on top of the shared operator, ``U`` about half the coalitions: the default
-    (``prior="auto"``) takes it only for budgets of up to
+    inverse per row on top of the shared operator, ``U`` about half the coalitions; the default
+    (``prior="auto"``) takes :class:`~jaxshap._estimators._priors._leading.Leading`, the same
+    variances on each row's largest terms as a low-rank update, at budgets of up to
     :attr:`jaxshap.coalitions.Auto.prior_units` coalitions per feature and
     :attr:`jaxshap.coalitions.Auto.prior_coalitions` in all.
 

@@ -27,7 +27,7 @@ draw of coalitions and :math:`B = W^{1/2} V \Lambda^{1/2}`,
 
     (I + W^{1/2} K W^{1/2})^{-1} = A_0 - A_0 B (I_r + B^\top A_0 B)^{-1} B^\top A_0 ,
 
-and a row costs one ``[U, U] x [U, r]`` product and an ``r x r`` factorisation, about
+and a row costs one ``[U, U] x [U, r]`` product and an ``r x r`` inverse, about
 ``U^2 r`` multiply-adds, where the hierarchical prior factorises and inverts its own ``U x U``
 matrix (about ``U^3``; ``U`` the regression rows, about half the coalitions). ``r`` is held to
 at most ``U / 5`` (``rows_per_term``), where the update and its ``U x r`` products, about
@@ -57,6 +57,7 @@ from ..._coalitions._kernel_design import plan_rows
 from ..._core._validate import integer, number
 from .._control_variates import odd_kernel
 from .._kernel_solve import _safe_sqrt, _spd_inverse, gls_finish, plan_stderr, regression_rows
+from .._sweep import sweep_inverse
 from .._precision import full_precision
 from ._hierarchical import Hierarchical, HierarchyParts, first_order_penalty, own_rows, third_order_rho
 
@@ -129,6 +130,7 @@ class Leading(Hierarchical):
     tail: float = TAIL
     rows_per_term: int = ROWS_PER_TERM
     name = "leading"
+    solves_per_row = False  # its per-row inverses are sweeps (XLA operations), not LAPACK calls
 
     def __post_init__(self):
         super().__post_init__()
@@ -176,7 +178,7 @@ class Leading(Hierarchical):
     @full_precision
     def apply(self, ops, parts: LeadingParts, plan, values, v_empty, v_full):
         """The row's feature scales, its leading triples' columns, the Woodbury-updated solve."""
-        op, check, spans = ops
+        op, _, spans = ops
         dtype = values.dtype
         m = op.phi.shape[0]
         k, r = self.n_terms(m, parts.rows.wu.shape[0])
@@ -197,8 +199,7 @@ class Leading(Hierarchical):
         var = jnp.maximum(above, 0.0) / lam
         b = jnp.sqrt(wu)[:, None] * walsh * _safe_sqrt(var)[None, :]  # [U, r]; a zero scale: a zero column
         e = shared @ b
-        # after the values and every factorisation of the draw's operators (one LAPACK call at a time)
-        core = _spd_inverse(b.T @ e + jnp.eye(b.shape[1], dtype=dtype), (values, v_empty, v_full, check, spans), jnp)
+        core = sweep_inverse(b.T @ e + jnp.eye(b.shape[1], dtype=dtype))  # XLA operations, no LAPACK call
         f = e @ core
         whiten = lambda x: shared @ x - f @ (e.T @ x)  # noqa: E731
         white_design = parts.white_design.astype(dtype)
