@@ -8,7 +8,8 @@ This is the runtime every explainer shares. An explainer is a pytree (see
 returning a pytree of per-row results (leading axis ``r``). :func:`run_rows` validates nothing
 and plans nothing itself: given the rows and a planner, it pads the rows to one of a few
 capacities, shards them over devices, cuts them into host-level blocks (for progress bars and
-streams), and calls :func:`block_program`, one module-level ``jax.jit``. Because the explainer is
+streams), and calls :func:`block_program`, one module-level ``jax.jit`` (with jaxshap's compile options,
+:mod:`jaxshap._platform._compile_options`). Because the explainer is
 an argument of that one function, whose static configuration is part of its pytree structure,
 every explainer instance with the same configuration and shapes shares one compiled program.
 
@@ -31,6 +32,7 @@ from .._core._chunking import bucket_rows, plan_blocks
 from .._core._inputs import is_traced
 from .._core._progress import ProgressBar
 from .._core._sharding import RowMesh, row_mesh
+from .._platform._compile_options import program
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,7 +80,7 @@ def _resolve(core: Any, *args: Any) -> Any:
     return core.result()
 
 
-@functools.partial(jax.jit, static_argnames=("plan",))
+@program(static_argnames=("plan",))
 def block_program(core: Any, X: jax.Array, key: jax.Array, first: Any, start: Any, n_valid: Any, plan: Plan):
     """Explain ``X[start : start + plan.block_rows]`` (per device shard, on a mesh).
 
