@@ -334,8 +334,9 @@ def test_prior_default_and_auto_follow_the_budget_and_bad_priors_are_refused():
     bg = rng.normal(size=(5, m)).astype(np.float32)
     prior = lambda budget=None, **kw: jaxshap.KernelExplainer(model, bg, budget, **{"prior": "auto", **kw}).prior  # noqa: E731
     units = int(Auto().prior_units * m)
-    # the default is the isotropic prior whatever the budget (the per-row solve costs time; an opt-in)
-    assert jaxshap.KernelExplainer(model, bg, 5 * m).prior == "isotropic"
+    # the default is the rule: the leading-terms prior at small budgets, the shared solve at the default one
+    assert jaxshap.KernelExplainer(model, bg, 5 * m).prior == "leading"
+    assert jaxshap.KernelExplainer(model, bg).prior == "isotropic"
     assert prior(5 * m) == "leading" and prior(units) == "leading"
     assert prior(units + 1) == "isotropic" and prior() == "isotropic"  # the default budget: one shared solve
     assert prior(2 * m + 2) == "isotropic"  # no controls at shap's smallest budget

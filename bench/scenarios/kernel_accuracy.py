@@ -25,7 +25,8 @@ from ._common import mlp_problem
 
 TITLE = (
     "KernelSHAP squared error vs exact values at equal budget (2M+2 to 20M coalitions): jaxshap defaults "
-    "(shared coalitions, third-order controls when the budget allows), prior='auto' (the leading-terms prior) and plain "
+    "(shared coalitions, third-order controls when the budget allows, the leading-terms prior at small budgets), "
+    "prior='isotropic' and plain "
     "paired vs shap and shapiq "
     "(1.8's approximators when bench/shapiq18/setup.sh has built their environment); "
     "MLP at M=12-16, XGBoost at M=30-100"
@@ -123,16 +124,16 @@ def _shapiq18(kind, model, numpy_model, background, X, budgets, seed, quick) -> 
 
 def _jaxshap(model, background, X, budget, seed, m):
     """jaxshap's defaults, plain paired, the defaults' controls with paired/leverage sizes and with
-    ``prior="auto"``: squared errors are taken by the caller; returns ``(values by label, warm
-    seconds by label, controls, prior)``."""
+    ``prior="isotropic"`` (one shared solve): squared errors are taken by the caller; returns
+    ``(values by label, warm seconds by label, controls, the prior the default took)``."""
     values, secs, controls, prior = {}, {}, None, None
     # "sizes": the defaults' controls with the paired or leverage sizes, to show what the design gives
     sizes = {"sampler": "leverage" if budget >= 10 * m else "paired"}
-    variants = (("default", {}), ("plain", {"third_order": False}), ("sizes", sizes), ("prior auto", {"prior": "auto"}))
+    variants = (("default", {}), ("plain", {"third_order": False}), ("sizes", sizes), ("isotropic", {"prior": "isotropic"}))
     for label, kwargs in variants:
         ex = jaxshap.KernelExplainer(model, background, budget, **kwargs)
         controls = ex.third_order if controls is None else controls
-        prior = ex.prior if label == "prior auto" else prior
+        prior = ex.prior if label == "default" else prior
         np.asarray(ex(X, key=jax.random.key(seed)).values)  # compile and draw the plan
         t0 = time.perf_counter()
         values[label] = np.asarray(ex(X, key=jax.random.key(seed)).values, np.float64)
@@ -202,11 +203,11 @@ def _summary(sel: list[dict]) -> dict:
         "default / best other": mean("jaxshap default") / mean(best),
         "plain / default": mean("jaxshap plain") / mean("jaxshap default"),
         "paired/leverage sizes / default": mean("jaxshap sizes") / mean("jaxshap default"),
-        "prior auto / best other": mean("jaxshap prior auto") / mean(best),
+        "isotropic / best other": mean("jaxshap isotropic") / mean(best),
         "time default / plain": mean("s jaxshap default") / mean("s jaxshap plain"),
-        "time prior auto / plain": mean("s jaxshap prior auto") / mean("s jaxshap plain"),
+        "time isotropic / plain": mean("s jaxshap isotropic") / mean("s jaxshap plain"),
     }
-    names = ["jaxshap default", "jaxshap plain", "jaxshap sizes", "jaxshap prior auto", *others]
+    names = ["jaxshap default", "jaxshap plain", "jaxshap sizes", "jaxshap isotropic", *others]
     mse = {f"mse {k}": mean(k) for k in names}
     secs = {f"s {k}": mean(f"s {k}") for k in names if f"s {k}" in sel[0]}
     return {**head, **mse, **secs}
@@ -245,9 +246,9 @@ def run(quick: bool = False) -> dict:
             "(this environment's): KernelSHAP (pairing trick) and PermutationSamplingSV."
         ),
         "paired/leverage sizes: the default's controls with sizes as sampler='paired' (below 10M) or "
-        "'leverage' (from 10M). prior auto: the default with prior='auto', the leading-terms prior (a "
-        "low-rank update per row) up to 32 coalitions per feature and 2048 in all, else the default's isotropic "
-        "one (one shared solve); the prior column names what it took.",
+        "'leverage' (from 10M). prior: the prior the default (prior='auto') took: the leading-terms prior (a "
+        "low-rank update per row) up to 32 coalitions per feature and 2048 in all, else the isotropic one "
+        "(one shared solve); isotropic: the default with prior='isotropic' at every budget.",
         "s X: wall seconds of method X on the cell's rows (jaxshap warm, its plan cached; the XGBoost "
         "model runs on the host for every method). time default / plain: jaxshap defaults over "
         "third_order=False.",

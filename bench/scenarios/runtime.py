@@ -181,7 +181,7 @@ _COLD = textwrap.dedent(
     if spec["who"] == "jaxshap":
         from functools import partial
         t0 = time.perf_counter()
-        ex = jaxshap.KernelExplainer(partial(mlp, params), background, budget)
+        ex = jaxshap.KernelExplainer(partial(mlp, params), background, budget, **spec.get("options", {}))
         values = np.asarray(ex(X).values)
         out["seconds"] = time.perf_counter() - t0
     else:

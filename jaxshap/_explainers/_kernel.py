@@ -63,7 +63,8 @@ class KernelExplainer(CoalitionExplainer):
     every row of a call (and of every block, chunk and device: results do not depend on them);
     the regression, with its control variates, is factorised once and each row's solve is a
     matrix product, so the controls cost little beyond the model evaluations (with
-    ``prior="hierarchical"`` or ``"leading"``, each row also solves or updates its own regression). The estimate of
+    ``prior="hierarchical"`` or ``"leading"``, which the default takes at small budgets, each row
+    also solves or updates its own regression). The estimate of
     each row is the same estimator as with independent draws (its ``stderr`` is valid row by
     row), but errors are correlated across rows: pass ``shared_coalitions=False`` for
     independent draws per row (row ``i`` uses ``fold_in(key, i)``; then each row factorises its
@@ -124,18 +125,19 @@ class KernelExplainer(CoalitionExplainer):
         first-order estimate, so the terms among the row's strongest features carry most of
         them (interactions follow main effects; tree models' interactions are sparse), at the
         price of a solve per row; ``"leading"`` (:class:`jaxshap.estimators.Leading`), the
-        isotropic prior plus the hierarchical variances' excess on each row's largest terms (120,
-        at most one per 5 regression rows),
+        isotropic prior plus the hierarchical variances' excess on each row's largest terms (120, at
+        most one per 5 regression rows),
         a low-rank update of one shared solve instead of a solve per row; or a :class:`jaxshap.estimators.RowPrior`
-        instance. ``"auto"`` takes the leading-terms prior up to ``Auto.prior_units`` (32)
-        coalitions per feature and ``Auto.prior_coalitions`` (2048) in all, the isotropic one
-        above (:meth:`jaxshap.coalitions.Auto.prior`). The default is ``"isotropic"``, which
-        costs no more than plain KernelSHAP; the leading-terms prior lowers the squared error
-        1.3x-2.3x on tree models' games (1.0x-1.4x on an MLP's) at equal model evaluations, for
-        1.1x-1.4x plain KernelSHAP's time (``bench/scenarios/kernel_speed.py``: an MLP with 100 background
-        rows, 160 to 2000 coalitions; the hierarchical prior's per-row solve costs more). The
-        attribute ``prior`` holds the choice: a name when a name (or ``"auto"``) was given, else
-        the instance.
+        instance; or ``"auto"`` (default), the rule that picks one
+        (:meth:`jaxshap.coalitions.Auto.prior`): the leading-terms prior up to
+        ``Auto.prior_units`` (32) coalitions per feature and ``Auto.prior_coalitions`` (2048) in
+        all, the isotropic one above, so the default budget (``2 M + 2048``) shares one solve. The
+        leading-terms prior lowers the squared error 1.3x-2.3x on tree models' games (1.0x-1.4x on
+        an MLP's) at equal model evaluations, for 1.1x-1.25x plain KernelSHAP's warm time and
+        a first call 0.3-1.8 s longer on a CPU (more to compile; ``bench/scenarios/kernel_speed.py``:
+        an MLP with 100 background rows, 160 to 2000 coalitions); the hierarchical prior's
+        per-row solve costs more. The attribute ``prior`` holds the choice: a name when a name
+        (or ``"auto"``) was given, else the instance.
       shared_coalitions: one draw of coalitions (and one factorisation) for all rows of a
         call (default ``True``), or an independent draw per row (``False``).
       tolerance: the convergence threshold of ``"auto"`` (default 0.01).
@@ -166,7 +168,7 @@ class KernelExplainer(CoalitionExplainer):
         *,
         sampler: str | Sampler | Auto = "auto",
         third_order: bool | str = "auto",
-        prior: str | RowPrior = "isotropic",
+        prior: str | RowPrior = "auto",
         shared_coalitions: bool = True,
         tolerance: float = 0.01,
         max_coalitions: int | None = None,
