@@ -65,3 +65,26 @@ def test_program_inside_a_trace_is_part_of_the_callers_program():
     np.testing.assert_allclose(np.asarray(jax.jit(f)(x)), 2 * np.sin(np.asarray(x)), rtol=1e-6)
     np.testing.assert_allclose(float(jax.grad(lambda t: f(t).sum())(x)[0]), 2.0, rtol=1e-6)
     np.testing.assert_allclose(np.asarray(jax.vmap(f)(x[:, None]))[:, 0], 2 * np.sin(np.asarray(x)), rtol=1e-6)
+
+
+def test_each_call_chooses_the_options_and_explainers_say_which(monkeypatch):
+    made = []
+    real_jit = jax.jit
+    monkeypatch.setattr(_compile_options.jax, "jit", lambda fn, **kw: made.append(kw) or real_jit(fn, **kw))
+
+    @program()
+    def f(x):
+        return x + 1.0
+
+    x = jnp.zeros(3)
+    f.call(False, x)
+    f.call(True, x)
+    tuned = [kw for kw in made if "compiler_options" in kw]
+    assert len(tuned) == (1 if compile_options() else 0) and len(made) - len(tuned) >= 1
+    # the coalition explainers ask for the options; TreeSHAP's kernels run slower with them
+    import jaxshap
+    from jaxshap._explainers._tree._kernels import TreeRows
+
+    assert jaxshap.KernelExplainer.compile_tuned and jaxshap.ExactExplainer.compile_tuned
+    assert jaxshap.PermutationExplainer.compile_tuned
+    assert not TreeRows.compile_tuned

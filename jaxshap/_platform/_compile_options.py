@@ -4,9 +4,12 @@ On a CPU, compiling is most of a cold call: XLA lowers every fusion of a program
 module and optimises each one. XLA's fusion emitters (MLIR-based, the default in the jaxlib of this
 writing) take longer per fusion than its earlier LLVM emitters, for kernels as fast: on a 2-core CPU, KernelExplainer's program (M = 30, 600 coalitions, 40 rows)
 compiled in 1.0-1.1 s against 1.4-1.7 s with the leading-terms prior, and in 0.35-0.5 s against
-0.5-0.7 s for plain KernelSHAP, with equal results to the bit (``CHANGELOG.md``). So the
-explainers' program (:func:`jaxshap._engine._program.block_program`, a :class:`Program`) compiles on
-a CPU with ``xla_cpu_use_fusion_emitters=False``.
+0.5-0.7 s for plain KernelSHAP, with equal results to the bit, and the warm calls of the Kernel,
+Exact and Permutation explainers took as long. TreeSHAP's kernels, though, ran 2.1-2.2x slower
+with the LLVM emitters (``CHANGELOG.md``). So the explainers' program
+(:func:`jaxshap._engine._program.block_program`, a :class:`Program`) compiles on a CPU with
+``xla_cpu_use_fusion_emitters=False`` for the explainers that ask for it
+(``RowExplainer.compile_tuned``: the coalition explainers), with XLA's defaults for the others.
 
 The option is XLA's, per program, and leaves the user's own programs alone. It is passed only
 when the default backend is a CPU, only when this jaxlib still knows it (checked once, on a
@@ -48,41 +51,56 @@ def compile_options() -> tuple[tuple[str, Any], ...]:
 
 
 class Program:
-    """``jax.jit(fn, **jit_kwargs)`` compiled with :func:`compile_options`, made on first use.
+    """A function compiled as ``jax.jit(fn, **jit_kwargs)``, with or without :func:`compile_options`.
 
-    The options depend on the backend, which is known only once JAX has started one, so the
-    jitted function is built at the first call (or ``lower``), not at import. JAX takes compile
-    options only for a top-level program: called inside a trace (a user's ``jax.jit``,
-    ``jax.grad``, ``jax.vmap``), the function runs as a plain ``jax.jit``, part of the caller's
-    program. Every other attribute (``lower``, ``trace``, ``_cache_size``, ...) is the top-level
-    jitted function's.
+    Some programs gain from the options and some lose (XLA's LLVM emitters run TreeSHAP's kernels
+    2x slower), so the caller chooses per call (:meth:`call`); calling the object itself takes the
+    options. The options depend on the backend, which is known only once JAX has started one, so
+    the jitted functions are built on first use, not at import. JAX takes compile options only
+    for a top-level program: called inside a trace (a user's ``jax.jit``, ``jax.grad``,
+    ``jax.vmap``), the function runs as a plain ``jax.jit``, part of the caller's program. Every
+    other attribute (``lower``, ``trace``, ``_cache_size``, ...) is that of the jitted function
+    with the options.
     """
 
     def __init__(self, fn: Callable[..., Any], **jit_kwargs: Any):
         self._fn = fn
         self._jit_kwargs = jit_kwargs
         self._jitted = None
-        self._nested = None
+        self._plain = None
         functools.update_wrapper(self, fn)
 
     @property
     def jitted(self) -> Any:
-        """The top-level jitted function, with the options (built on first access)."""
+        """The jitted function with the options (built on first access)."""
         if self._jitted is None:
             options = dict(compile_options())
             kwargs = dict(self._jit_kwargs, compiler_options=options) if options else self._jit_kwargs
             self._jitted = jax.jit(self._fn, **kwargs)
         return self._jitted
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    @property
+    def plain(self) -> Any:
+        """The jitted function with XLA's defaults."""
+        if self._plain is None:
+            self._plain = jax.jit(self._fn, **self._jit_kwargs)
+        return self._plain
+
+    def jitted_for(self, tuned: bool) -> Any:
+        """:attr:`jitted` (``tuned``) or :attr:`plain`."""
+        return self.jitted if tuned else self.plain
+
+    def call(self, tuned: bool, *args: Any, **kwargs: Any) -> Any:
+        """Run it with the options (``tuned``) or XLA's defaults; inside a trace, plainly."""
         if any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves((args, kwargs))):
-            if self._nested is None:
-                self._nested = jax.jit(self._fn, **self._jit_kwargs)
-            return self._nested(*args, **kwargs)
-        return self.jitted(*args, **kwargs)
+            return self.plain(*args, **kwargs)
+        return self.jitted_for(tuned)(*args, **kwargs)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.call(True, *args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name in ("_fn", "_jit_kwargs", "_jitted", "_nested"):
+        if name.startswith("__") or name in ("_fn", "_jit_kwargs", "_jitted", "_plain"):
             raise AttributeError(name)
         return getattr(self.jitted, name)
 
