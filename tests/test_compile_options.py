@@ -88,3 +88,17 @@ def test_each_call_chooses_the_options_and_explainers_say_which(monkeypatch):
     assert jaxshap.KernelExplainer.compile_tuned and jaxshap.ExactExplainer.compile_tuned
     assert jaxshap.PermutationExplainer.compile_tuned
     assert not TreeRows.compile_tuned
+
+
+def test_program_under_a_trace_that_only_a_closure_carries():
+    """A model closing over parameters under jax.grad: no argument is a tracer, the call is traced."""
+
+    def loss(scale):
+        @program()
+        def f(x):
+            return jnp.sin(x) * scale
+
+        return f(jnp.ones(3)).sum()
+
+    np.testing.assert_allclose(float(jax.grad(loss)(2.0)), 3 * np.sin(1.0), rtol=1e-6)
+    np.testing.assert_allclose(float(jax.jit(loss)(2.0)), 6 * np.sin(1.0), rtol=1e-6)

@@ -50,6 +50,18 @@ def compile_options() -> tuple[tuple[str, Any], ...]:
     return tuple(sorted(options.items()))
 
 
+def _inside_a_trace(args: Any, kwargs: Any) -> bool:
+    """Whether a JAX transformation is tracing now: its tracers may hide in closures (a model
+    closing over parameters under ``jax.grad``), not only in the arguments."""
+    try:
+        from jax._src import core as jax_core
+
+        clean = jax_core.trace_state_clean
+    except (ImportError, AttributeError):  # pragma: no cover - a JAX without it: the arguments tell
+        return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves((args, kwargs)))
+    return not clean()
+
+
 class Program:
     """A function compiled as ``jax.jit(fn, **jit_kwargs)``, with or without :func:`compile_options`.
 
@@ -92,7 +104,7 @@ class Program:
 
     def call(self, tuned: bool, *args: Any, **kwargs: Any) -> Any:
         """Run it with the options (``tuned``) or XLA's defaults; inside a trace, plainly."""
-        if any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves((args, kwargs))):
+        if _inside_a_trace(args, kwargs):
             return self.plain(*args, **kwargs)
         return self.jitted_for(tuned)(*args, **kwargs)
 
