@@ -151,9 +151,12 @@ class CoalitionExplainer(ShapAPI, RowExplainer):
     """Rows of a background array or DataFrame kept (``None``: all), as shap's class of that name."""
 
     keeps_host_dtype = True
-    compile_tuned = True  # Kernel, Exact, Permutation: first calls 0.6x-0.75x, warm calls as fast (CHANGELOG)
     """A host (NumPy) model given float64 rows gets them in float64: the explainer computes in
     float64 (``jax.enable_x64``) then (see :func:`jaxshap._engine._shap_api.host_float64`)."""
+
+    compile_tuned = True
+    """Compile with jaxshap's compile options on a CPU (Kernel, Exact, Permutation: first calls in
+    0.6x-0.75x the time, warm calls as fast; ``CHANGELOG.md``)."""
 
     def __init__(
         self,

@@ -77,7 +77,7 @@ def _resolve(core: Any, *args: Any) -> Any:
     if not isinstance(core, Deferred):
         return core
     if args:
-        block_program.jitted_for(core.shapes.compile_tuned).lower(core.shapes, *args).compile()
+        block_program.jitted_for(core.shapes.compile_tuned, (core.shapes, *args)).lower(core.shapes, *args).compile()
     return core.result()
 
 

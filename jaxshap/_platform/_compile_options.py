@@ -1,9 +1,9 @@
 """XLA compile options for jaxshap's compiled programs, and a ``jax.jit`` that applies them.
 
 On a CPU, compiling is most of a cold call: XLA lowers every fusion of a program to its own LLVM
-module and optimises each one. XLA's fusion emitters (MLIR-based, the default in the jaxlib of this
-writing) take longer per fusion than its earlier LLVM emitters, for kernels as fast: on a 2-core CPU, KernelExplainer's program (M = 30, 600 coalitions, 40 rows)
-compiled in 1.0-1.1 s against 1.4-1.7 s with the leading-terms prior, and in 0.35-0.5 s against
+module and optimises each one. XLA's fusion emitters (MLIR-based, the default in the jaxlib of
+this writing) take longer per fusion than its earlier LLVM emitters: on a 2-core CPU,
+KernelExplainer's program (M = 30, 600 coalitions, 40 rows) compiled in 1.0-1.1 s against 1.4-1.7 s with the leading-terms prior, and in 0.35-0.5 s against
 0.5-0.7 s for plain KernelSHAP, with equal results to the bit, and the warm calls of the Kernel,
 Exact and Permutation explainers took as long. TreeSHAP's kernels, though, ran 2.1-2.2x slower
 with the LLVM emitters (``CHANGELOG.md``). So the explainers' program
@@ -98,15 +98,14 @@ class Program:
             self._plain = jax.jit(self._fn, **self._jit_kwargs)
         return self._plain
 
-    def jitted_for(self, tuned: bool) -> Any:
-        """:attr:`jitted` (``tuned``) or :attr:`plain`."""
-        return self.jitted if tuned else self.plain
+    def jitted_for(self, tuned: bool, args: Any = (), kwargs: Any = None) -> Any:
+        """:attr:`jitted` (``tuned``) or :attr:`plain`; :attr:`plain` inside a trace (of ``args``,
+        ``kwargs`` or a closure)."""
+        return self.jitted if tuned and not _inside_a_trace(args, kwargs or {}) else self.plain
 
     def call(self, tuned: bool, *args: Any, **kwargs: Any) -> Any:
         """Run it with the options (``tuned``) or XLA's defaults; inside a trace, plainly."""
-        if _inside_a_trace(args, kwargs):
-            return self.plain(*args, **kwargs)
-        return self.jitted_for(tuned)(*args, **kwargs)
+        return self.jitted_for(tuned, args, kwargs)(*args, **kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.call(True, *args, **kwargs)
