@@ -84,11 +84,11 @@ class Program:
 
     @property
     def jitted(self) -> Any:
-        """The jitted function with the options (built on first access)."""
+        """The jitted function with the options (built on first access); :attr:`plain` itself
+        where there are none (off a CPU), so both choices share one jitted function and its cache."""
         if self._jitted is None:
             options = dict(compile_options())
-            kwargs = dict(self._jit_kwargs, compiler_options=options) if options else self._jit_kwargs
-            self._jitted = jax.jit(self._fn, **kwargs)
+            self._jitted = jax.jit(self._fn, compiler_options=options, **self._jit_kwargs) if options else self.plain
         return self._jitted
 
     @property
