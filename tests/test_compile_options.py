@@ -9,6 +9,8 @@ from jaxshap._platform._compile_options import CPU_OPTIONS, compile_options, pro
 
 
 def test_compile_options_on_a_cpu_and_how_to_turn_them_off(monkeypatch):
+    monkeypatch.delenv("JAXSHAP_XLA_DEFAULTS", raising=False)  # whatever the shell running the tests set
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
     compile_options.cache_clear()
     try:
         if jax.default_backend() == "cpu":
