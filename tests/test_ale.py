@@ -134,6 +134,54 @@ def test_second_order_matches_oracle(pair, n_bins, route):
         assert int(np.sum(np.asarray(r.counts) == 0)) > 0
 
 
+def skewed(n=90, seed=3):
+    """Zero-inflated, with a heap at its maximum: many repeated quantiles, the lowest ones too."""
+    X = data(n=n, seed=seed)
+    rng = np.random.default_rng(seed)
+    X[:, 2] = np.where(rng.random(n) < 0.4, 0.0, np.abs(X[:, 2]))  # 40% at the minimum, 0
+    X[rng.random(n) < 0.2, 2] = X[:, 2].max()  # and a heap at the maximum
+    return X
+
+
+@pytest.mark.parametrize("item,n_bins", [(2, 10), (2, 80), ((2, 0), 5), ((1, 2), 8)])  # 80: a binary search
+def test_repeated_lowest_quantiles_match_the_oracle(item, n_bins, route):
+    """Where several quantiles equal the minimum (a zero-inflated feature), the rows at the minimum
+    belong to the first bin above it, on either route (the device route bins the rows on the order
+    statistics with their repeats and drops the empty bins between equal ones afterwards)."""
+    X = skewed()
+    assert np.sum(X[:, 2] == 0) > -(-X.shape[0] // n_bins)  # the two lowest quantiles are both the minimum
+    r = jaxshap.accumulated_local_effects(mlp_jax, X, item, n_bins=n_bins, n_bootstrap=0)
+    if isinstance(item, int):
+        edges, values = oracle_first(mlp_np, X, item, n_bins)
+        close(r.grid, edges, 1e-6)
+        assert edges.size < n_bins + 1  # the repeats collapsed
+    else:
+        ez, ew, values = oracle_pair(mlp_np, X, *item, n_bins)
+        close(r.grid[0], ez, 1e-6)
+        close(r.grid[1], ew, 1e-6)
+        assert r.counts.shape == (ez.size - 1, ew.size - 1)
+    close(r.values, values)
+    assert int(np.sum(r.counts)) == X.shape[0]
+
+
+def test_repeated_quantiles_give_both_routes_the_same_bootstrap(monkeypatch):
+    """The device route's empty bins between repeated order statistics are dropped before the
+    bootstrap: its counts equal the host route's and its standard errors agree to float32
+    rounding (the same key draws the same resamples)."""
+    from jaxshap._effects import _ale
+
+    X = skewed(n=400)
+    results = {}
+    for on_device in (False, True):
+        monkeypatch.setattr(_ale, "reduce_on_device", lambda: on_device)
+        results[on_device] = [jaxshap.accumulated_local_effects(mlp_jax, X, f, n_bins=10, key=2) for f in (2, (2, 0))]
+    for h, d in zip(results[False], results[True]):
+        np.testing.assert_array_equal(d.counts, h.counts)
+        np.testing.assert_allclose(d.values, h.values, rtol=0, atol=1e-6 * float(np.abs(h.values).max()))
+        np.testing.assert_allclose(d.stderr, h.stderr, rtol=1e-5, atol=0)
+        assert float(np.max(np.asarray(h.stderr))) > 0
+
+
 def test_order_statistics_are_a_sorts():
     from jaxshap._effects._ale_bins import order_statistics, quantile_edges
 

@@ -345,3 +345,20 @@ def test_seed_keys_are_jax_keys():
         want = np.asarray(jax.random.key_data(jax.random.key(seed)))
         np.testing.assert_array_equal(np.asarray(jax.random.key_data(as_key(seed))), want)
     np.testing.assert_array_equal(np.asarray(jax.random.key_data(as_key(None))), [0, 0])
+
+
+def test_host_key_bits_are_the_keys_bits():
+    """The bits a NumPy generator is seeded with are those of the key ``as_key`` makes, for the
+    seeds read on the host and for the keys that go through JAX; bad keys are refused alike."""
+    from jaxshap._core._inputs import as_key, host_key_bits
+
+    for key in (None, 0, 7, np.int64(12), 2**31 - 1, 2**31, 2**40 + 3, -1, jax.random.key(5),
+                jax.random.PRNGKey(9), np.array([3, 4], np.uint32)):
+        got = host_key_bits(key)
+        assert isinstance(got, np.ndarray) and got.dtype == np.uint32
+        want = as_key(key)
+        want = jax.random.key_data(want) if jnp.issubdtype(want.dtype, jax.dtypes.prng_key) else want
+        np.testing.assert_array_equal(got, np.asarray(want))
+    for bad in (1.5, True, "0", 2**63):
+        with pytest.raises((TypeError, ValueError), match="`key`"):
+            host_key_bits(bad)

@@ -348,13 +348,19 @@ def resolve_feature_names(
     return tuple(f"Feature {j}" for j in range(n_features))
 
 
+def _direct_bits(seed: int) -> np.ndarray | None:
+    """The bits of ``jax.random.key(seed)`` where they are known without a device call: for the
+    default threefry implementation a seed in ``[0, 2**31)`` has the bits ``[0, seed]``."""
+    if jax.config.jax_default_prng_impl == "threefry2x32" and 0 <= seed < 2**31:
+        return np.array([0, seed], np.uint32)
+    return None
+
+
 def seed_key(seed: int) -> jax.Array:
     """``jax.random.key(seed)`` without compiling threefry's seeding program (about 0.1 s of a
-    cold process): for the default threefry implementation a seed in ``[0, 2**31)`` has the key
-    bits ``[0, seed]``, which are wrapped directly."""
-    if jax.config.jax_default_prng_impl == "threefry2x32" and 0 <= seed < 2**31:
-        return jax.random.wrap_key_data(np.array([0, seed], np.uint32))
-    return jax.random.key(seed)
+    cold process): where :func:`_direct_bits` knows the key's bits, they are wrapped directly."""
+    bits = _direct_bits(seed)
+    return jax.random.key(seed) if bits is None else jax.random.wrap_key_data(bits)
 
 
 def key_bits(key: jax.Array) -> jax.Array:
@@ -386,6 +392,19 @@ def as_key(key: Any) -> jax.Array:
         f"`key` must be a JAX PRNG key such as jax.random.key(0), or an int seed; got {type(key).__name__}"
         f"{'' if dtype is None else f' of dtype {dtype} and shape {tuple(np.shape(key))}'}."
     )
+
+
+def host_key_bits(key: Any) -> np.ndarray:
+    """The ``uint32`` bits of :func:`as_key`'s key for ``key``, on the host (for a NumPy generator
+    seeded by them). ``None`` and an int seed that :func:`_direct_bits` knows cost no device call
+    (a key made on an accelerator and read back is two); anything else goes through
+    :func:`as_key`, which checks it."""
+    seed = 0 if key is None else key
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, (bool, np.bool_)):
+        bits = _direct_bits(int(seed))
+        if bits is not None:
+            return bits
+    return np.asarray(key_bits(as_key(key)), np.uint32)
 
 
 def check_walks(n_permutations: Any, minimum: int) -> int:

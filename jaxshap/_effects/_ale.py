@@ -30,7 +30,7 @@ import numpy as np
 from .._core._categorical import category_codes
 from .._core._chunking import chunk_bytes
 from .._core._device_rows import device_rows
-from .._core._inputs import as_key, check_finite, check_finite_outputs, is_traced
+from .._core._inputs import check_finite, check_finite_outputs, host_key_bits, is_traced
 from .._core._model import wrap_model
 from .._core._validate import DEFAULT_MEMORY_BUDGET, integer
 from ._ale_bins import check_codes, nearest_filled, quantile_edges, quantile_ranks, refuse_constant, resolve_categorical
@@ -38,7 +38,7 @@ from ._ale_bootstrap import bootstrap_stderr
 from ._ale_moments import GroupMoments, device_moments, host_moments, merge, row_moments
 from ._ale_order import category_order
 from ._ale_program import Layout, Plan, categorical_differences, effects
-from ._ale_rows import row_differences, sorted_columns_at
+from ._ale_rows import row_differences
 from ._partial_dependence import check_budget, feature_index, prepare_data, units_per_chunk
 
 
@@ -139,22 +139,10 @@ def column_edges(host: Any, j: int, n_bins: int, name: str) -> np.ndarray:
     return edges
 
 
-def feature_edges(host: Any, rows, item: tuple[int, ...], n_bins: int, names) -> tuple[np.ndarray, ...]:
-    """The quantile edges of a feature or pair, errors in the features' order.
-
-    On the host, a pair's two columns are copied and partitioned in two threads (NumPy lets go
-    of the GIL in both); on the device (:func:`reduce_on_device`) the columns are sorted where
-    the rows are and only the order statistics come back (a NaN or inf sorts to an end, so the
-    edges show it).
-    """
-    if reduce_on_device():
-        found = np.asarray(sorted_columns_at(rows, item, tuple(int(r) for r in quantile_ranks(rows.shape[0], n_bins))))
-        if not np.isfinite(found).all():
-            check_finite(host, "X")  # names the first NaN or inf of X
-        edges = tuple(np.unique(f) for f in found)
-        for j, e in zip(item, edges):
-            refuse_constant(e, names[j])
-        return edges
+def feature_edges(host: Any, item: tuple[int, ...], n_bins: int, names) -> tuple[np.ndarray, ...]:
+    """The quantile edges of a feature or pair on the host, errors in the features' order: a
+    pair's two columns are copied and partitioned in two threads (NumPy lets go of the GIL in
+    both)."""
     edges_of = lambda j: column_edges(host, j, n_bins, names[j])
     if len(item) == 1:
         return (edges_of(item[0]),)
@@ -162,27 +150,50 @@ def feature_edges(host: Any, rows, item: tuple[int, ...], n_bins: int, names) ->
         return tuple(pool.map(edges_of, item))
 
 
+def distinct_bins(found: np.ndarray) -> np.ndarray:
+    """The groups (bins, or a pair's cells row-major) that lie between distinct order statistics,
+    from the features' order statistics ``found`` ``[F, R]`` with their repeats: the others hold
+    no rows (:func:`._ale_rows.bin_edges_of`)."""
+    kept = [np.flatnonzero(np.diff(f) > 0) for f in found]
+    if len(kept) == 1:
+        return kept[0]
+    return (kept[0][:, None] * (found.shape[1] - 1) + kept[1][None, :]).ravel()
+
+
 def numeric_rows(wrapped, host, rows, item: tuple[int, ...], n_bins: int, names, budget: int,
                  second: bool) -> Differences:
     """A numeric feature's or pair's differences: one per row, the bins found in the program,
-    reduced to the groups' moments (with the scatters when ``second``)."""
-    edges = feature_edges(host, rows, item, n_bins, names)
-    shape = tuple(e.size for e in edges)
+    reduced to the groups' moments (with the scatters when ``second``).
+
+    On the host route the quantile edges come first (NumPy), then the program's differences and
+    groups, which NumPy sums. On the device route (:func:`reduce_on_device`) one program takes
+    the order statistics, the differences at their bins and the bins' partial moments, and one
+    copy brings back a few numbers per bin; the bins between repeated order statistics, empty,
+    are dropped here."""
     n, m = rows.shape
     chunk = units_per_chunk(wrapped, n, 2 ** len(item), m, host.dtype.itemsize, row_pass_bytes(budget))
-    n_groups = int(np.prod([s - 1 for s in shape]))
-    if reduce_on_device():  # one program and one copy back: the chunks' partial moments and two flags
-        partials, rows_finite, finite = jax.device_get(row_moments(wrapped, rows, item, edges, chunk, n_groups, second))
-        reduce = lambda: merge(partials, 1)  # noqa: E731
+    ranks = tuple(int(r) for r in quantile_ranks(n, n_bins))
+    if reduce_on_device() and len(ranks) > 1:  # one row: no bins, and the host route names the constant
+        found, partials, rows_finite, finite = jax.device_get(row_moments(wrapped, rows, item, ranks, chunk, second))
+        if not bool(rows_finite):
+            check_finite(host, "X")  # a NaN or inf, or finite values whose sum overflowed
+        edges = tuple(np.unique(f) for f in found)
+        for j, e in zip(item, edges):
+            refuse_constant(e, names[j])
+        kept = distinct_bins(found)
+        reduce = lambda: merge(partials, 1).take(kept)  # noqa: E731
+        edges_at = tuple(found)
     else:
+        edges = edges_at = feature_edges(host, item, n_bins, names)
         d, group, rows_finite, finite = row_differences(wrapped, rows, item, edges, chunk)
-        reduce = lambda: host_moments(group, d, n_groups, 1, second)  # noqa: E731
-    if not bool(rows_finite):
-        check_finite(host, "X")  # a NaN or inf, or finite values whose sum overflowed
+        if not bool(rows_finite):
+            check_finite(host, "X")
+        reduce = lambda: host_moments(group, d, int(np.prod([e.size - 1 for e in edges])), 1, second)  # noqa: E731
     if not np.all(finite):  # name the bad rows (on an accelerator their flags are made again for this)
-        finite = finite if finite.ndim else row_differences(wrapped, rows, item, edges, chunk)[3]
+        finite = finite if finite.ndim else row_differences(wrapped, rows, item, edges_at, chunk)[3]
         check_finite_outputs(finite, "`model`", source=" of `X` (moved to a bin edge)", hint=EDGE_ROWS_HINT)
     moments = reduce()  # once the rows and the model's differences are known to be finite
+    shape = tuple(e.size for e in edges)
     dtype = rows.dtype
     if len(item) == 1:
         plan = Plan(np.arange(1, shape[0]), np.arange(shape[0] - 1))
@@ -363,7 +374,7 @@ def accumulated_local_effects(
     budget = check_budget(memory_budget)
     items, several = feature_items(features, names)
     cats = resolve_categorical(categorical, found, lambda v: feature_index(v, names, "categorical"))
-    key = as_key(key) if n_bootstrap else None  # read by the bootstrap alone (making one is a device call)
+    key = host_key_bits(key) if n_bootstrap else None  # the bootstrap's seed, read on the host alone
     wrapped = wrap_model(model, host.shape[1], host.dtype, host)  # a host model is probed on two rows
     rows = []  # the data on the device, aliased (not copied) where the backend allows, made once
 

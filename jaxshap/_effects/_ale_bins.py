@@ -69,11 +69,14 @@ def nearest_filled(counts: np.ndarray, edges_j: np.ndarray, edges_k: np.ndarray)
     """
     mid_j = (edges_j[1:] + edges_j[:-1]) / (2.0 * (edges_j[-1] - edges_j[0]))
     mid_k = (edges_k[1:] + edges_k[:-1]) / (2.0 * (edges_k[-1] - edges_k[0]))
-    cj, ck = np.meshgrid(mid_j.astype(np.float64), mid_k.astype(np.float64), indexing="ij")
-    full = np.flatnonzero(counts.ravel() > 0)
-    d2 = (cj.ravel()[:, None] - cj.ravel()[full][None, :]) ** 2 + (ck.ravel()[:, None] - ck.ravel()[full][None, :]) ** 2
-    fill = full[np.argmin(d2, axis=1)]
-    return np.where(counts.ravel() > 0, np.arange(counts.size), fill).astype(np.int32)
+    cj, ck = (c.ravel() for c in np.meshgrid(mid_j.astype(np.float64), mid_k.astype(np.float64), indexing="ij"))
+    filled = counts.ravel() > 0
+    fill = np.arange(counts.size, dtype=np.int32)
+    empty, full = np.flatnonzero(~filled), np.flatnonzero(filled)
+    if empty.size:  # distances from the empty cells alone
+        d2 = (cj[empty, None] - cj[None, full]) ** 2 + (ck[empty, None] - ck[None, full]) ** 2
+        fill[empty] = full[np.argmin(d2, axis=1)]
+    return fill
 
 
 # --- categorical columns ----------------------------------------------------------------------

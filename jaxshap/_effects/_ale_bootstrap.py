@@ -37,7 +37,8 @@ from ._ale_program import Layout, Plan, effects
 
 
 def generator(key: jax.Array) -> np.random.Generator:
-    """NumPy's generator seeded by the words of a JAX key (typed or legacy ``uint32[2]``)."""
+    """NumPy's generator seeded by the words of a JAX key (typed or legacy ``uint32[2]``), or by
+    those words already on the host (:func:`jaxshap._core._inputs.host_key_bits`)."""
     return np.random.default_rng(np.asarray(key_bits(key), np.uint32).ravel())
 
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from .._core._device_rows import DeviceRows
 from .._core._model import Model
-from ._ale_rows import row_differences
+from ._ale_rows import row_differences, sorted_columns_at
 
 CHUNK_ROWS = 1 << 15
 """Rows per chunk of :func:`partials` at the least: a float32 partial sum adds at most
@@ -55,6 +55,10 @@ class GroupMoments(NamedTuple):
     counts: np.ndarray
     sums: np.ndarray
     scatter: np.ndarray | None
+
+    def take(self, groups: np.ndarray) -> "GroupMoments":
+        """The moments of the groups at the indices ``groups``, in that order."""
+        return GroupMoments(self.counts[groups], self.sums[groups], None if self.scatter is None else self.scatter[groups])
 
 
 def host_moments(group: Any, D: Any, n_groups: int, parts: int, second: bool) -> GroupMoments:
@@ -152,12 +156,21 @@ def device_moments(group: jax.Array, D: jax.Array, n_groups: int, parts: int, se
     return merge(jax.device_get(_partials(group, D, n_groups, parts, second)), parts)
 
 
-@functools.partial(jax.jit, static_argnums=(2, 4, 5, 6))
-def row_moments(model: Model, rows: DeviceRows, features: tuple[int, ...], edges: tuple, chunk: int, n_groups: int,
+@functools.partial(jax.jit, static_argnums=(2, 3, 4, 5))
+def row_moments(model: Model, rows: DeviceRows, features: tuple[int, ...], ranks: tuple[int, ...], chunk: int,
                 second: bool):
-    """The accelerator's row pass: every row's difference (:func:`._ale_rows.row_differences`)
-    reduced to its chunk's :func:`partials` in the same program, so that nothing per row leaves
-    the device. Returns ``(partials, rows_finite, all_finite)``, the flags as
-    :func:`._ale_rows.row_differences`' (the second reduced over the rows)."""
-    d, group, rows_finite, finite = row_differences(model, rows, features, edges, chunk)
-    return partials(group, d, n_groups, 1, second), rows_finite, jnp.all(finite)
+    """The accelerator's whole pass over the rows, one program and one copy back: the features'
+    order statistics at the quantile ``ranks`` (:func:`._ale_rows.sorted_columns_at`, repeats
+    kept), every row's difference at its bin of those edges (:func:`._ale_rows.row_differences`)
+    and their chunks' :func:`partials`, so that nothing per row leaves the device.
+
+    The groups are the bins (or cells) between consecutive order statistics, ``R - 1`` per
+    feature for ``R`` ranks; those between equal order statistics hold no rows, and the caller
+    drops them once it has the edges. Returns ``(edges [F, R], partials, rows_finite,
+    all_finite)``, the flags as :func:`._ale_rows.row_differences`' (the second reduced over the
+    rows); a NaN in a feature sorts last, so its edges show it too.
+    """
+    edges = sorted_columns_at(rows, features, ranks)
+    n_groups = (len(ranks) - 1) ** len(features)
+    d, group, rows_finite, finite = row_differences(model, rows, features, tuple(edges), chunk)
+    return edges, partials(group, d, n_groups, 1, second), rows_finite, jnp.all(finite)

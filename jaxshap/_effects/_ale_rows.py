@@ -35,16 +35,23 @@ for a second difference."""
 
 def bin_edges_of(values: jax.Array, edges: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
     """``(k, lower, upper)``: the 1-based bin ``k`` of each value (bin ``k`` is
-    ``(edges[k-1], edges[k]]``, bin 1 also holds ``edges[0]``) and that bin's two edges."""
+    ``(edges[k-1], edges[k]]``, bin 1 also holds ``edges[0]``) and that bin's two edges.
+
+    ``edges`` are increasing and may repeat (the order statistics before repeated quantiles
+    collapse): a value's bin is then the one bin between distinct edges that holds it, so a bin
+    between two equal edges stays empty. That takes care only at the lowest edge, whose value
+    belongs to the first bin above it: edges equal to ``edges[0]`` count as below every value.
+    """
     n_bins = edges.shape[0] - 1
+    below = jnp.where(edges == edges[0], -jnp.inf, edges)  # the threshold each edge sets (increasing)
     if edges.shape[0] > CHAIN_EDGES:
-        k = jnp.clip(jnp.searchsorted(edges, values, side="left"), 1, n_bins).astype(jnp.int32)
+        k = jnp.clip(jnp.searchsorted(below, values, side="left"), 1, n_bins).astype(jnp.int32)
         return k, edges[k - 1], edges[k]
     k = jnp.ones(values.shape, jnp.int32)
     lower = jnp.broadcast_to(edges[0], values.shape)
     upper = jnp.broadcast_to(edges[1], values.shape)
     for e in range(1, n_bins):  # the inner edges below the value: one comparison each
-        above = values > edges[e]
+        above = values > below[e]
         k = k + above
         lower = jnp.where(above, edges[e], lower)
         upper = jnp.where(above, edges[e + 1], upper)
