@@ -110,6 +110,30 @@ def test_categorical_matches_oracle(route):
     close(r_num.values, values_num)
 
 
+def test_category_distances_are_ks_and_total_variation():
+    """The distances that order categories, against SciPy's two-sample Kolmogorov–Smirnov
+    statistic and total variation written out, with ties within and across groups."""
+    from scipy.stats import ks_2samp
+
+    from jaxshap._effects._ale_order import ks_distances, tv_distances
+
+    rng = np.random.default_rng(5)
+    n, k = 500, 7
+    groups = np.concatenate([np.arange(k), rng.integers(0, k, n - k)])
+    values = np.round(rng.normal(size=n) + 0.3 * groups, 1).astype(np.float32)  # ties
+    levels = rng.integers(0, 4, n) + (groups > 3)
+    ks, tv = ks_distances(values, groups, k), tv_distances(levels, groups, k)
+    for a in range(k):
+        for b in range(k):
+            xa, xb = values[groups == a], values[groups == b]
+            want = ks_2samp(xa, xb).statistic if a != b else 0.0
+            np.testing.assert_allclose(ks[a, b], want, rtol=0, atol=1e-12)
+            pa = np.bincount(levels[groups == a], minlength=5) / np.sum(groups == a)
+            pb = np.bincount(levels[groups == b], minlength=5) / np.sum(groups == b)
+            np.testing.assert_allclose(tv[a, b], 0.5 * np.abs(pa - pb).sum(), rtol=0, atol=1e-12)
+    assert ks.max() > 0.3 and tv.max() > 0.2  # the groups do differ
+
+
 def test_categorical_from_pandas_category():
     pd = pytest.importorskip("pandas")
     X = categorical_data()

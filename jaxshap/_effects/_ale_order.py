@@ -31,23 +31,39 @@ TIE_DIGITS = 9
 """Coordinates that agree to this many digits (relative to the largest) are ties."""
 
 
+def _value_counts(values: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:
+    """``[K, U]``: how many rows of each group hold each of the ``U`` distinct ``values`` (in
+    increasing order): one sort of ``values`` and one ``bincount``."""
+    levels, codes = np.unique(values, return_inverse=True)
+    flat = groups.astype(np.int64) * levels.size + codes.ravel()
+    return np.bincount(flat, minlength=n_groups * levels.size).reshape(n_groups, levels.size)
+
+
+def _pairwise(rows: np.ndarray, distance) -> np.ndarray:
+    """``[K, K]``: ``distance(rows[a], rows[b:])`` for each ``a`` against the rows after it (one
+    ``[K - a - 1, U]`` temporary at a time), mirrored."""
+    k = rows.shape[0]
+    D = np.zeros((k, k))
+    for a in range(k - 1):
+        D[a, a + 1 :] = distance(rows[a], rows[a + 1 :])
+    return D + D.T
+
+
 def ks_distances(values: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:
-    """``[K, K]`` Kolmogorov–Smirnov distances between the groups' empirical distributions of ``values``."""
-    points = np.unique(values)
-    cdf = np.zeros((n_groups, points.size))
-    for g in range(n_groups):
-        own = np.sort(values[groups == g])
-        cdf[g] = np.searchsorted(own, points, side="right") / own.size
-    return np.abs(cdf[:, None, :] - cdf[None, :, :]).max(axis=-1)
+    """``[K, K]`` Kolmogorov–Smirnov distances between the groups' empirical distributions of
+    ``values``: each group's distribution function at every distinct value (cumulative counts
+    over the group's size), the largest difference between two groups' over those values.
+    ``O(n log n + K^2 U)`` time and ``O(K U)`` memory for ``U`` distinct values."""
+    cdf = np.cumsum(_value_counts(values, groups, n_groups), axis=1).astype(np.float64)
+    cdf /= cdf[:, -1:]
+    return _pairwise(cdf, lambda a, rest: np.abs(rest - a).max(axis=1))
 
 
 def tv_distances(values: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:
     """``[K, K]`` total variation distances between the groups' distributions of a discrete ``values``."""
-    levels, codes = np.unique(values, return_inverse=True)
-    table = np.zeros((n_groups, levels.size))
-    np.add.at(table, (groups, codes.ravel()), 1.0)
+    table = _value_counts(values, groups, n_groups).astype(np.float64)
     table /= table.sum(axis=1, keepdims=True)
-    return 0.5 * np.abs(table[:, None, :] - table[None, :, :]).sum(axis=-1)
+    return _pairwise(table, lambda a, rest: 0.5 * np.abs(rest - a).sum(axis=1))
 
 
 def category_distances(X: np.ndarray, j: int, groups: np.ndarray, n_groups: int, categorical: Container[int]) -> np.ndarray:
