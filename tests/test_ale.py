@@ -110,17 +110,19 @@ def test_categorical_matches_oracle(route):
     close(r_num.values, values_num)
 
 
-def test_category_distances_are_ks_and_total_variation():
+@pytest.mark.parametrize("k,digits", [(7, 1), (7, 6), (15, 6)])
+def test_category_distances_are_ks_and_total_variation(k, digits):
     """The distances that order categories, against SciPy's two-sample Kolmogorov–Smirnov
-    statistic and total variation written out, with ties within and across groups."""
+    statistic and total variation written out: with ties within and across groups (every pair at
+    every value), and with many groups of continuous values (each group's values alone)."""
     from scipy.stats import ks_2samp
 
     from jaxshap._effects._ale_order import ks_distances, tv_distances
 
     rng = np.random.default_rng(5)
-    n, k = 500, 7
+    n = 500
     groups = np.concatenate([np.arange(k), rng.integers(0, k, n - k)])
-    values = np.round(rng.normal(size=n) + 0.3 * groups, 1).astype(np.float32)  # ties
+    values = np.round(rng.normal(size=n) + 0.3 * groups, digits).astype(np.float32)
     levels = rng.integers(0, 4, n) + (groups > 3)
     ks, tv = ks_distances(values, groups, k), tv_distances(levels, groups, k)
     for a in range(k):

@@ -23,12 +23,22 @@ categories, the order is the codes' order.
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Container
 
 import numpy as np
 
 TIE_DIGITS = 9
 """Coordinates that agree to this many digits (relative to the largest) are ties."""
+
+PAIRWISE_VALUES = 8
+"""KS distances compare every pair at every distinct value while ``K U`` is at most this many
+times ``n`` (10^6 continuous values: 109 against 155 ms at 5 groups; 10^5 values, 30 groups:
+124 against 66 ms the other way)."""
+
+MAX_THREADS = 8
+"""Features measured at once at most: each holds its ``[K, U]`` distribution functions."""
 
 
 def _value_counts(values: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:
@@ -40,7 +50,7 @@ def _value_counts(values: np.ndarray, groups: np.ndarray, n_groups: int) -> np.n
 
 
 def _pairwise(rows: np.ndarray, distance) -> np.ndarray:
-    """``[K, K]``: ``distance(rows[a], rows[b:])`` for each ``a`` against the rows after it (one
+    """``[K, K]``: ``distance(rows[a], rows[a + 1:])``, each row against the rows after it (one
     ``[K - a - 1, U]`` temporary at a time), mirrored."""
     k = rows.shape[0]
     D = np.zeros((k, k))
@@ -51,12 +61,25 @@ def _pairwise(rows: np.ndarray, distance) -> np.ndarray:
 
 def ks_distances(values: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:
     """``[K, K]`` Kolmogorov–Smirnov distances between the groups' empirical distributions of
-    ``values``: each group's distribution function at every distinct value (cumulative counts
-    over the group's size), the largest difference between two groups' over those values.
-    ``O(n log n + K^2 U)`` time and ``O(K U)`` memory for ``U`` distinct values."""
-    cdf = np.cumsum(_value_counts(values, groups, n_groups), axis=1).astype(np.float64)
+    ``values``.
+
+    Each group's distribution function is tabulated at every distinct value (cumulative counts
+    over the group's size, ``[K, U]``), and two groups' largest difference read off. With few
+    groups or few distinct values every pair is compared at every value (``K^2 U / 2``
+    contiguous operations); otherwise at the values the two groups hold, where alone
+    ``F_a - F_b`` changes (each group's values against every group: ``K n`` gathered ones).
+    Both give the same maximum."""
+    counts = _value_counts(values, groups, n_groups)
+    cdf = np.cumsum(counts, axis=1).astype(np.float64)
     cdf /= cdf[:, -1:]
-    return _pairwise(cdf, lambda a, rest: np.abs(rest - a).max(axis=1))
+    if n_groups * cdf.shape[1] <= PAIRWISE_VALUES * values.size:
+        return _pairwise(cdf, lambda a, rest: np.abs(rest - a).max(axis=1))
+    half = np.empty((n_groups, n_groups))  # half[a, b]: the largest |F_a - F_b| at the values of group a
+    for a in range(n_groups):
+        at = np.flatnonzero(counts[a])  # where F_a steps
+        columns = cdf[:, at]  # [K, n_a]: every group's function there
+        half[a] = np.abs(columns - columns[a]).max(axis=1)
+    return np.maximum(half, half.T)
 
 
 def tv_distances(values: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:
@@ -69,6 +92,9 @@ def tv_distances(values: np.ndarray, groups: np.ndarray, n_groups: int) -> np.nd
 def category_distances(X: np.ndarray, j: int, groups: np.ndarray, n_groups: int, categorical: Container[int]) -> np.ndarray:
     """``D``: the distances of step 2 between the categories of feature ``j``, summed over the others.
 
+    The other features are measured in a few threads (NumPy's sorts and ufuncs let go of the
+    GIL) and summed in the features' order, so the result does not depend on the threads.
+
     Args:
       X: the data rows ``[n, M]`` (host).
       j: the categorical feature.
@@ -76,12 +102,17 @@ def category_distances(X: np.ndarray, j: int, groups: np.ndarray, n_groups: int,
       n_groups: ``K``.
       categorical: the indices of the categorical features (total variation for them, KS otherwise).
     """
+    others = [m for m in range(X.shape[1]) if m != j]
+    measure = lambda m: (tv_distances if m in categorical else ks_distances)(X[:, m], groups, n_groups)  # noqa: E731
     D = np.zeros((n_groups, n_groups))
-    for m in range(X.shape[1]):
-        if m == j:
-            continue
-        measure = tv_distances if m in categorical else ks_distances
-        D += measure(X[:, m], groups, n_groups)
+    workers = min(len(others), os.cpu_count() or 1, MAX_THREADS)
+    if workers <= 1:
+        parts = map(measure, others)
+    else:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            parts = list(pool.map(measure, others))
+    for part in parts:
+        D += part
     return D
 
 
