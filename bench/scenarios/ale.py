@@ -1,9 +1,10 @@
 """accumulated_local_effects on many rows against the bare model's floor, and against PyALE.
 
 The floor is the MLP alone on as many rows as ALE evaluates (2 per row for one feature, 4 for a
-pair), at its best batch size (``harness.model_floor``). PyALE (when importable) computes the same
-first-order estimate through pandas; with ``n`` a multiple of the bins its quantile edges are R's
-type 1 too, so its uncentred differences are compared with ours.
+pair, 2 per step to a neighbouring category), at its best batch size (``harness.model_floor``).
+PyALE (when importable) computes the same first-order estimate through pandas; with ``n`` a
+multiple of the bins its quantile edges are R's type 1 too, so its uncentred differences are
+compared with ours.
 """
 
 from __future__ import annotations
@@ -44,19 +45,27 @@ def run(quick: bool = False) -> dict:
     params = mlp_params(jax.random.key(0), m)
     model = lambda x: mlp(params, x)
     X = np.random.default_rng(0).normal(size=(n, m)).astype(np.float32)
+    X_cat = X.copy()  # feature 2 as 5 categories (its quintiles), for the categorical cells
+    X_cat[:, 2] = np.searchsorted(np.quantile(X[:, 2], [0.2, 0.4, 0.6, 0.8]), X[:, 2]).astype(np.float32)
+    ends = np.sum(X_cat[:, 2] == 0) + np.sum(X_cat[:, 2] == 4)  # rows with one step to a neighbour, not two
     batches = (1 << 12, 1 << 14) if quick else (1 << 12, 1 << 14, 1 << 16, 1 << 18)
     repeat = 2 if quick else 5
-    best_batch = {k: min(batches, key=lambda b: model_floor(model, k * n, m, batches=(b,), repeat=1)) for k in (2, 4)}
+    cells = [("feature 0", 0, 0, 2 * n, False), ("feature 0 (the default call)", 0, 50, 2 * n, False),
+             ("pair (0, 1)", (0, 1), 0, 4 * n, False), ("pair (0, 1) (the default call)", (0, 1), 50, 4 * n, False),
+             ("categorical feature 2 (5 categories)", 2, 0, 2 * (2 * n - int(ends)), True),
+             ("categorical feature 2 (the default call)", 2, 50, 2 * (2 * n - int(ends)), True)]
+    best_batch = {e: min(batches, key=lambda b: model_floor(model, e, m, batches=(b,), repeat=1))
+                  for e in {c[3] for c in cells}}
     rows, results = [], {}
-    cells = [("feature 0", 0, 0, 2), ("feature 0 (the default call)", 0, 50, 2), ("pair (0, 1)", (0, 1), 0, 4),
-             ("pair (0, 1) (the default call)", (0, 1), 50, 4)]
-    sources = {"": X}
+    sources = {"": (X, X_cat)}
     if jax.default_backend() != "cpu":  # on an accelerator: also the data already there (no copy from the host)
-        sources[", X on the device"] = jax.block_until_ready(jax.device_put(X))
-    for (label, features, n_boot, evals), (where, data) in ((c, w) for w in sources.items() for c in cells):
-        label = label + where
-        call = lambda: jaxshap.accumulated_local_effects(model, data, features, n_bins=n_bins, n_bootstrap=n_boot).values
-        floor = lambda clock: model_floor(model, evals * n, m, batches=(best_batch[evals],), repeat=1, clock=clock)
+        sources[", X on the device"] = jax.block_until_ready(jax.device_put((X, X_cat)))
+    for (label, features, n_boot, evals, cat), (where, both) in ((c, w) for w in sources.items() for c in cells):
+        label, data = label + where, both[cat]
+        kw = {"categorical": [2]} if cat else {}
+        call = lambda: jaxshap.accumulated_local_effects(model, data, features, n_bins=n_bins, n_bootstrap=n_boot,
+                                                         **kw).values
+        floor = lambda clock: model_floor(model, evals, m, batches=(best_batch[evals],), repeat=1, clock=clock)
         cold, _ = timed(call, repeat=0)
         best = {}
         for _ in range(repeat):  # the call and the floor in turn: both see the same load
@@ -67,9 +76,9 @@ def run(quick: bool = False) -> dict:
         warm, warm_cpu = best[time.perf_counter, "call"], best[time.process_time, "call"]
         fl, fl_cpu = best[time.perf_counter, "floor"], best[time.process_time, "floor"]
         results[label, n_boot] = jaxshap.accumulated_local_effects(model, data, features, n_bins=n_bins,
-                                                                   n_bootstrap=n_boot)
+                                                                   n_bootstrap=n_boot, **kw)
         rows.append({
-            "effect": label, "rows": n, "n_bootstrap": n_boot, "model evals": evals * n,
+            "effect": label, "rows": n, "n_bootstrap": n_boot, "model evals": evals,
             "cold s (incl. compile)": cold, "warm s": warm, "floor s": fl, "warm / floor": warm / fl,
             "warm cpu s": warm_cpu, "floor cpu s": fl_cpu, "cpu: warm / floor": warm_cpu / fl_cpu,
         })
@@ -78,8 +87,11 @@ def run(quick: bool = False) -> dict:
         same = lambda a, b: np.allclose(a, b, rtol=0, atol=1e-5 * np.abs(b).max())  # float32; GPU sums' order varies
         checks["X on the device gives the same values"] = all(
             same(np.asarray(results[label + where, b].values), np.asarray(results[label, b].values))
-            for where in list(sources)[1:] for label, _, b, _ in cells)
+            for where in list(sources)[1:] for label, _, b, _, _ in cells)
     notes = [
+        "categorical cells: feature 2 replaced by its quintile (codes 0-4), `categorical=[2]`; a row is evaluated at "
+        "its own category and at each neighbour in the order (two or four evaluations), and the call includes "
+        "ordering the categories by their rows' other features (exact Kolmogorov-Smirnov distances, on the host)",
         "warm: a whole call (input checks, quantile bins, the compiled row pass, the bins' moments, the estimate on "
         "the host) with the programs cached; on an accelerator the rows marked 'X on the device' take a jax.Array "
         "already there, the others copy NumPy rows to the device within the call",
