@@ -182,15 +182,14 @@ def numeric_rows(wrapped, host, rows, item: tuple[int, ...], n_bins: int, names,
             refuse_constant(e, names[j])
         kept = distinct_bins(found)
         reduce = lambda: merge(partials, 1).take(kept)  # noqa: E731
-        edges_at = tuple(found)
     else:
-        edges = edges_at = feature_edges(host, item, n_bins, names)
+        edges = feature_edges(host, item, n_bins, names)
         d, group, rows_finite, finite = row_differences(wrapped, rows, item, edges, chunk)
         if not bool(rows_finite):
             check_finite(host, "X")
         reduce = lambda: host_moments(group, d, int(np.prod([e.size - 1 for e in edges])), 1, second)  # noqa: E731
     if not np.all(finite):  # name the bad rows (on an accelerator their flags are made again for this)
-        finite = finite if finite.ndim else row_differences(wrapped, rows, item, edges_at, chunk)[3]
+        finite = finite if finite.ndim else row_differences(wrapped, rows, item, edges, chunk)[3]  # same bins
         check_finite_outputs(finite, "`model`", source=" of `X` (moved to a bin edge)", hint=EDGE_ROWS_HINT)
     moments = reduce()  # once the rows and the model's differences are known to be finite
     shape = tuple(e.size for e in edges)

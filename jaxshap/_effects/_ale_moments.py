@@ -58,7 +58,8 @@ class GroupMoments(NamedTuple):
 
     def take(self, groups: np.ndarray) -> "GroupMoments":
         """The moments of the groups at the indices ``groups``, in that order."""
-        return GroupMoments(self.counts[groups], self.sums[groups], None if self.scatter is None else self.scatter[groups])
+        scatter = None if self.scatter is None else self.scatter[groups]
+        return GroupMoments(self.counts[groups], self.sums[groups], scatter)
 
 
 def host_moments(group: Any, D: Any, n_groups: int, parts: int, second: bool) -> GroupMoments:

@@ -102,7 +102,10 @@ def category_distances(X: np.ndarray, j: int, groups: np.ndarray, n_groups: int,
       categorical: the indices of the categorical features (total variation for them, KS otherwise).
     """
     others = [m for m in range(X.shape[1]) if m != j]
-    measure = lambda m: (tv_distances if m in categorical else ks_distances)(X[:, m], groups, n_groups)  # noqa: E731
+
+    def measure(m: int) -> np.ndarray:
+        return (tv_distances if m in categorical else ks_distances)(X[:, m], groups, n_groups)
+
     D = np.zeros((n_groups, n_groups))
     workers = min(len(others), os.cpu_count() or 1, MAX_THREADS)
     if workers <= 1:

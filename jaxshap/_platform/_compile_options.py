@@ -3,10 +3,11 @@
 On a CPU, compiling is most of a cold call: XLA lowers every fusion of a program to its own LLVM
 module and optimises each one. XLA's fusion emitters (MLIR-based, the default in the jaxlib of
 this writing) take longer per fusion than its earlier LLVM emitters: on a 2-core CPU,
-KernelExplainer's program (M = 30, 600 coalitions, 40 rows) compiled in 1.0-1.1 s against 1.4-1.7 s with the leading-terms prior, and in 0.35-0.5 s against
-0.5-0.7 s for plain KernelSHAP, with equal results to the bit, and the warm calls of the Kernel,
-Exact and Permutation explainers took as long. TreeSHAP's kernels, though, ran 2.1-2.2x slower
-with the LLVM emitters (``CHANGELOG.md``). So the explainers' program
+KernelExplainer's program (M = 30, 600 coalitions, 40 rows) compiled in 1.0-1.1 s against
+1.4-1.7 s with the leading-terms prior, and in 0.35-0.5 s against 0.5-0.7 s for plain
+KernelSHAP, with equal results to the bit, and the warm calls of the Kernel, Exact and
+Permutation explainers took as long. TreeSHAP's kernels, though, ran 2.1-2.2x slower with the
+LLVM emitters (``CHANGELOG.md``). So the explainers' program
 (:func:`jaxshap._engine._program.block_program`, a :class:`Program`) compiles on a CPU with
 ``xla_cpu_use_fusion_emitters=False`` for the explainers that ask for it
 (``RowExplainer.compile_tuned``: the coalition explainers), with XLA's defaults for the others.
