@@ -110,6 +110,29 @@ def test_categorical_matches_oracle(route):
     close(r_num.values, values_num)
 
 
+def test_categorical_evaluates_each_row_at_its_category_and_its_neighbours_once():
+    """A row's two steps share its own prediction: the model sees every row at its own category
+    and at each neighbour in the order, once each (three rows, two at the order's ends)."""
+    X = categorical_data()
+    seen = []
+
+    def counted(x):
+        seen.append(np.array(x))
+        return mlp_np(x)
+
+    r = jaxshap.accumulated_local_effects(counted, X, 2, categorical=[2], n_bootstrap=0)
+    order = list(np.asarray(r.grid))
+    want = []
+    for row in X:
+        p = order.index(row[2])
+        want += [moved(row, [2], [order[q]]) for q in (p - 1, p, p + 1) if 0 <= q < len(order)]
+    want = np.array(want, np.float32)
+    got = np.concatenate(seen[1:])  # after the two rows that tell a host model's output shape
+    assert got.shape == want.shape == (202, 4)
+    np.testing.assert_array_equal(got[np.lexsort(got.T)], want[np.lexsort(want.T)])
+    close(r.values, oracle_categorical(mlp_np, X, 2, {2})[1])
+
+
 @pytest.mark.parametrize("k,digits", [(7, 1), (7, 6), (15, 6)])
 def test_category_distances_are_ks_and_total_variation(k, digits):
     """The distances that order categories, against SciPy's two-sample Kolmogorov–Smirnov
@@ -450,6 +473,12 @@ def test_errors_name_the_argument(route):
     odd = X[7, 1]  # the bad row is named on either route (the device's flags are made again to name it)
     with pytest.raises(ValueError, match=r"NaN or inf at row\(s\) \[7\] of `X` \(moved to a bin edge\) \(1 of 60\)"):
         ale(lambda x: jnp.where(x[:, 1] == odd, jnp.nan, x[:, 0]), X, 0)
+    order = list(np.asarray(ale(mlp_jax, codes, 2, categorical=[2], n_bootstrap=0).grid))
+    below = order[order.index(codes[7, 2]) - 1]  # the category before row 7's (its own is not the first)
+    undefined = lambda x: jnp.where((x[:, 0] == codes[7, 0]) & (x[:, 2] == below), jnp.nan, x[:, 0])
+    with pytest.raises(ValueError, match=r"NaN or inf at row\(s\) \[7\] of `X` \(at its category or a neighbouring one\) "
+                                         r"\(1 of 80\)"):
+        ale(undefined, codes, 2, categorical=[2])
     with pytest.raises(ValueError, match="`memory_budget`"):
         ale(mlp_jax, X, 0, memory_budget=0)
 

@@ -1,7 +1,8 @@
 """accumulated_local_effects on many rows against the bare model's floor, and against PyALE.
 
 The floor is the MLP alone on as many rows as ALE evaluates (2 per row for one feature, 4 for a
-pair, 2 per step to a neighbouring category), at its best batch size (``harness.model_floor``).
+pair; for a categorical feature 1 per row at its own category and 1 per neighbour in the order),
+at its best batch size (``harness.model_floor``).
 PyALE (when importable) computes the same first-order estimate through pandas; with ``n`` a
 multiple of the bins its quantile edges are R's type 1 too, so its uncentred differences are
 compared with ours.
@@ -15,6 +16,7 @@ import jax
 import numpy as np
 
 import jaxshap
+from jaxshap._effects._ale_order import category_order
 
 from ..harness import mlp, mlp_params, model_floor, time_host, timed
 
@@ -47,13 +49,14 @@ def run(quick: bool = False) -> dict:
     X = np.random.default_rng(0).normal(size=(n, m)).astype(np.float32)
     X_cat = X.copy()  # feature 2 as 5 categories (its quintiles), for the categorical cells
     X_cat[:, 2] = np.searchsorted(np.quantile(X[:, 2], [0.2, 0.4, 0.6, 0.8]), X[:, 2]).astype(np.float32)
-    ends = np.sum(X_cat[:, 2] == 0) + np.sum(X_cat[:, 2] == 4)  # rows with one step to a neighbour, not two
+    order = category_order(X_cat, 2, {2})  # the rows in the order's end categories have one neighbour, not two
+    ends = np.sum(X_cat[:, 2] == order[0]) + np.sum(X_cat[:, 2] == order[-1])
     batches = (1 << 12, 1 << 14) if quick else (1 << 12, 1 << 14, 1 << 16, 1 << 18)
     repeat = 2 if quick else 5
     cells = [("feature 0", 0, 0, 2 * n, False), ("feature 0 (the default call)", 0, 50, 2 * n, False),
              ("pair (0, 1)", (0, 1), 0, 4 * n, False), ("pair (0, 1) (the default call)", (0, 1), 50, 4 * n, False),
-             ("categorical feature 2 (5 categories)", 2, 0, 2 * (2 * n - int(ends)), True),
-             ("categorical feature 2 (the default call)", 2, 50, 2 * (2 * n - int(ends)), True)]
+             ("categorical feature 2 (5 categories)", 2, 0, 3 * n - int(ends), True),
+             ("categorical feature 2 (the default call)", 2, 50, 3 * n - int(ends), True)]
     best_batch = {e: min(batches, key=lambda b: model_floor(model, e, m, batches=(b,), repeat=1))
                   for e in {c[3] for c in cells}}
     rows, results = [], {}
@@ -90,8 +93,8 @@ def run(quick: bool = False) -> dict:
             for where in list(sources)[1:] for label, _, b, _, _ in cells)
     notes = [
         "categorical cells: feature 2 replaced by its quintile (codes 0-4), `categorical=[2]`; a row is evaluated at "
-        "its own category and at each neighbour in the order (two or four evaluations), and the call includes "
-        "ordering the categories by their rows' other features (exact Kolmogorov-Smirnov distances, on the host)",
+        "its own category and at each neighbour in the order (three evaluations, two at the order's ends), and the "
+        "call includes ordering the categories by their rows' other features (exact Kolmogorov-Smirnov distances, on the host)",
         "warm: a whole call (input checks, quantile bins, the compiled row pass, the bins' moments, the estimate on "
         "the host) with the programs cached; on an accelerator the rows marked 'X on the device' take a jax.Array "
         "already there, the others copy NumPy rows to the device within the call",

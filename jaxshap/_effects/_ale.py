@@ -205,7 +205,8 @@ def numeric_rows(wrapped, host, rows, item: tuple[int, ...], n_bins: int, names,
 
 def categorical_rows(wrapped, host, rows, j: int, categorical, name: str, budget: int, second: bool) -> Differences:
     r"""A categorical feature's differences: each row's step to the next category in the order
-    and from the previous one. The step :math:`c_s \to c_{s+1}` averages both categories' rows,
+    and from the previous one (three evaluations of the model for a row with both neighbours,
+    two at the order's ends). The step :math:`c_s \to c_{s+1}` averages both categories' rows,
     :math:`(n_s + n_{s+1})^{-1} \sum [f(c_{s+1}, x_{\setminus j}) - f(c_s, x_{\setminus j})]`,
     as ALEPlot does; the row's value is its own category's."""
     data = np.asarray(host)
@@ -220,10 +221,11 @@ def categorical_rows(wrapped, host, rows, j: int, categorical, name: str, budget
     units = {k: jax.numpy.asarray(np.asarray(v, np.int32))
              for k, v in (("up", up), ("down", down), ("position", position))}
     units["order"] = jax.numpy.asarray(order)
-    chunk = units_per_chunk(wrapped, up.size + down.size, 2, data.shape[1], data.dtype.itemsize, budget)
+    chunk = units_per_chunk(wrapped, data.shape[0] + up.size + down.size, 1, data.shape[1], data.dtype.itemsize,
+                            budget)
     D, finite = categorical_differences(wrapped, rows, j, units, chunk)
-    check_finite_outputs(finite, "`model`", row_ids=np.concatenate([up, down]),
-                         source=" of `X` (moved to a neighbouring category)", hint=EDGE_ROWS_HINT)
+    check_finite_outputs(finite, "`model`", source=" of `X` (at its category or a neighbouring one)",
+                         hint=EDGE_ROWS_HINT)
     moments = moments_of(position, D, order.size, 2, second)
     plan = Plan(np.arange(order.size), np.arange(order.size - 1))
     return Differences("categorical", order, (order.size,), moments, D.dtype, plan)
@@ -328,8 +330,9 @@ def accumulated_local_effects(
     standard error, is the row bootstrap's, at a cost per resample of the grid's size rather
     than of ``n`` (:mod:`jaxshap._effects._ale_bootstrap`).
 
-    The model is evaluated twice per row (four times for a pair; at most four for a categorical
-    feature), in chunks under ``memory_budget``; the bootstrap reuses those differences.
+    The model is evaluated twice per row (four times for a pair; for a categorical feature at
+    the row's own category and at each neighbour in the order, three times or at the order's
+    ends twice), in chunks under ``memory_budget``; the bootstrap reuses those differences.
 
     **Where the work runs**: the rows' bins and differences in one compiled program on the
     default device. On a CPU backend the quantile edges and the bins' sums come from NumPy on

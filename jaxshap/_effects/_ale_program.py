@@ -3,11 +3,11 @@ r"""Accumulated local effects from grouped differences: categorical steps, the e
 Every estimate is built from the rows' finite differences, gathered by *group* of rows: a
 numeric feature's bins and a pair's cells (one difference per row, :mod:`._ale_rows`), a
 categorical feature's categories (two: the step to the next category in the order and the step
-from the previous one, :func:`categorical_differences`). The groups' counts and sums of
-differences give the *segments*' (bins, cells, steps between neighbouring categories) counts and
-sums, the local effects are the segments' means, and the accumulated effects follow. The
-bootstrap (:mod:`._ale_bootstrap`) resamples through the groups too, so no model is evaluated
-again.
+from the previous one, which share the row's own prediction, :func:`categorical_differences`).
+The groups' counts and sums of differences give the *segments*' (bins, cells, steps between
+neighbouring categories) counts and sums, the local effects are the segments' means, and the
+accumulated effects follow. The bootstrap (:mod:`._ale_bootstrap`) resamples through the groups
+too, so no model is evaluated again.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import numpy as np
 from .._core._chunking import map_chunks
 from .._core._device_rows import DeviceRows, take_rows
 from .._core._model import Model
-from ._ale_rows import SIGNS
 
 
 class Layout(NamedTuple):
@@ -55,7 +54,9 @@ class Plan(NamedTuple):
 
 @functools.partial(jax.jit, static_argnums=(2, 4))
 def categorical_differences(model: Model, X: DeviceRows, j: int, units: dict, chunk: int):
-    r"""Each row's step up to the next category and down from the previous one.
+    r"""Each row's step up to the next category and down from the previous one, from three
+    evaluations at most: the row as it is, at the next category and at the previous one (the
+    row's own prediction is shared by both steps).
 
     Args:
       model: the wrapped model.
@@ -63,32 +64,32 @@ def categorical_differences(model: Model, X: DeviceRows, j: int, units: dict, ch
       j: the categorical feature (static).
       units: ``up`` and ``down`` (the rows that have a next / a previous category in the order),
         ``position`` (each row's place in the order) and ``order`` (the codes in that order).
-      chunk: steps per model call (static).
+      chunk: evaluations per model call (static).
 
     Returns:
-      ``(D [n, 2K], finite [U])``: ``D`` holds the up-step
+      ``(D [n, 2K], finite [n])``: ``D`` holds the up-step
       :math:`f(c_{p+1}, x_{\setminus j}) - f(c_p, x_{\setminus j})` in its first ``K`` columns
       and the down-step :math:`f(c_p, \cdot) - f(c_{p-1}, \cdot)` in the others (0 where the row
-      has none); ``finite`` says per step (up-steps first) whether the model was finite.
+      has none); ``finite`` says per row whether the model was finite at all its evaluations.
     """
-    n_up = units["up"].shape[0]
-    rows = jnp.concatenate([units["up"], units["down"]])
-    lower = jnp.concatenate([units["position"][units["up"]], units["position"][units["down"]] - 1])
-    corners = jnp.stack([lower + 1, lower], axis=1)
-    signs = jnp.asarray(SIGNS[2], X.dtype)
+    n, n_up = X.shape[0], units["up"].shape[0]
+    up, down, position = units["up"], units["down"], units["position"]
+    rows = jnp.concatenate([jnp.arange(n, dtype=up.dtype), up, down])
+    at = jnp.concatenate([position, position[up] + 1, position[down] - 1])
     columns = jnp.arange(X.shape[1])
 
     def batch(args):
         r, c = args
-        x = jnp.broadcast_to(take_rows(X, r)[:, None, :], (r.shape[0], 2, X.shape[1]))
-        x = jnp.where(columns == j, units["order"][c][..., None].astype(X.dtype), x)
-        y = model.fn(x.reshape(-1, X.shape[1])).reshape(r.shape[0], 2, -1)
-        return jnp.einsum("c,ucK->uK", signs, y)
+        x = jnp.where(columns == j, units["order"][c][:, None].astype(X.dtype), take_rows(X, r))
+        return model.fn(x).reshape(r.shape[0], -1)
 
-    d = map_chunks(batch, (rows, corners), chunk)
-    k = d.shape[-1]
-    D = jnp.zeros((X.shape[0], 2 * k), d.dtype).at[units["up"], :k].set(d[:n_up]).at[units["down"], k:].set(d[n_up:])
-    return D, jnp.all(jnp.isfinite(d), axis=-1)
+    y = map_chunks(batch, (rows, at), chunk)
+    own, moved = y[:n], y[n:]
+    k = y.shape[-1]
+    D = jnp.zeros((n, 2 * k), y.dtype)
+    D = D.at[up, :k].set(moved[:n_up] - own[up]).at[down, k:].set(own[down] - moved[n_up:])
+    ok = jnp.all(jnp.isfinite(y), axis=-1)
+    return D, ok[:n].at[up].min(ok[n : n + n_up]).at[down].min(ok[n + n_up :])
 
 
 def segments(count, total, layout: Layout):
