@@ -146,8 +146,10 @@ def test_category_distances_are_ks_and_total_variation(k, digits):
     n = 500
     groups = np.concatenate([np.arange(k), rng.integers(0, k, n - k)])
     values = np.round(rng.normal(size=n) + 0.3 * groups, digits).astype(np.float32)
+    values[rng.random(n) < 0.05] = -0.0  # one value with 0.0 (float32 values are sorted by their bits)
     levels = rng.integers(0, 4, n) + (groups > 3)
     ks, tv = ks_distances(values, groups, k), tv_distances(levels, groups, k)
+    np.testing.assert_array_equal(ks_distances(values.astype(np.float64), groups, k), ks)  # np.unique's route
     for a in range(k):
         for b in range(k):
             xa, xb = values[groups == a], values[groups == b]
@@ -157,6 +159,8 @@ def test_category_distances_are_ks_and_total_variation(k, digits):
             pb = np.bincount(levels[groups == b], minlength=5) / np.sum(groups == b)
             np.testing.assert_allclose(tv[a, b], 0.5 * np.abs(pa - pb).sum(), rtol=0, atol=1e-12)
     assert ks.max() > 0.3 and tv.max() > 0.2  # the groups do differ
+    zeros = np.array([-0.0] * 3 + [0.0] * 3, np.float32)  # one value, as NumPy compares them
+    np.testing.assert_array_equal(ks_distances(zeros, np.repeat([0, 1], 3), 2), np.zeros((2, 2)))
 
 
 def test_categorical_from_pandas_category():
