@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._validate import integer
+from ._validate import integer, is_integer
 
 
 def is_traced(x: Any) -> bool:
@@ -378,7 +378,7 @@ def as_key(key: Any) -> jax.Array:
     """
     if key is None:
         return seed_key(0)
-    if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):
+    if is_integer(key):
         # exactly the seeds jax.random.key takes (it keeps their low 32 bits without x64)
         return seed_key(integer(key, "key", least=-(2**63), most=2**63 - 1, rule=(
             "a JAX PRNG key such as jax.random.key(0), or an int seed in [-2**63, 2**63)")))
@@ -400,7 +400,7 @@ def host_key_bits(key: Any) -> np.ndarray:
     (a key made on an accelerator and read back is two); anything else goes through
     :func:`as_key`, which checks it."""
     seed = 0 if key is None else key
-    if isinstance(seed, (int, np.integer)) and not isinstance(seed, (bool, np.bool_)):
+    if is_integer(seed):
         bits = _direct_bits(int(seed))
         if bits is not None:
             return bits

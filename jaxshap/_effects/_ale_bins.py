@@ -14,6 +14,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .._core._validate import is_integer
+
 
 def quantile_edges(column: np.ndarray, n_bins: int, *, in_place: bool = False) -> np.ndarray:
     r"""Bin edges of one numeric feature: the ``n_bins + 1`` sample quantiles at ``0, 1/n_bins, ..., 1``.
@@ -106,7 +108,7 @@ def resolve_categorical(categorical: Any, found: Sequence[str], resolve) -> froz
     names, resolved by ``resolve``) and the pandas ``category`` columns found in ``X``."""
     if categorical is None:
         items = []
-    elif isinstance(categorical, (str, int, np.integer)) and not isinstance(categorical, (bool, np.bool_)):
+    elif isinstance(categorical, str) or is_integer(categorical):
         items = [categorical]
     else:
         try:

@@ -19,7 +19,7 @@ import numpy as np
 
 from .._core._chunking import map_chunks, plan_chunks
 from .._core._validate import DEFAULT_MEMORY_BUDGET
-from .._core._validate import integer
+from .._core._validate import integer, is_integer
 from .._core._validate import memory_budget as check_budget
 from .._core._inputs import (
     as_key,
@@ -128,7 +128,7 @@ def feature_index(feature: Any, names: Sequence[str], arg: str) -> int:
 
 def feature_set(features: Any, names: Sequence[str], arg: str) -> tuple[tuple[int, ...], bool]:
     """Resolve ``features`` to distinct indices; also say whether a single scalar was given."""
-    if isinstance(features, (str, int, np.integer)) and not isinstance(features, (bool, np.bool_)):
+    if isinstance(features, str) or is_integer(features):
         return (feature_index(features, names, arg),), True
     try:
         items = list(features)
