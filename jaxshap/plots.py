@@ -109,7 +109,7 @@ def ale(result: Any, ax: Any = None, *, output: int | None = None, band: float =
         x = np.arange(grid.size) if result.categorical else grid
         if result.categorical:
             ax.errorbar(x, v, yerr=None if s is None else band * s, fmt="o", capsize=3)
-            ax.set_xticks(x, [f"{c:g}" for c in grid])
+            ax.set_xticks(x, [f"{c:g}" for c in grid] if result.labels is None else [str(c) for c in result.labels])
         else:
             ax.plot(x, v, marker=".")
             if s is not None:

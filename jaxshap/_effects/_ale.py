@@ -27,7 +27,6 @@ from typing import Any, Callable, NamedTuple, Sequence
 import jax
 import numpy as np
 
-from .._core._categorical import category_codes
 from .._core._chunking import chunk_bytes
 from .._core._device_rows import device_rows
 from .._core._inputs import check_finite, check_finite_outputs, host_key_bits, is_traced
@@ -39,7 +38,8 @@ from ._ale_moments import GroupMoments, device_moments, host_moments, merge, row
 from ._ale_order import category_order
 from ._ale_program import Layout, Plan, categorical_differences, effects
 from ._ale_rows import row_differences
-from ._partial_dependence import check_budget, feature_index, prepare_data, units_per_chunk
+from ._frames import frame_inputs
+from ._partial_dependence import check_budget, feature_index, units_per_chunk
 
 
 EDGE_ROWS_HINT = (
@@ -63,16 +63,20 @@ class ALE:
       features: the feature positions, a tuple of one or two ints (static).
       feature_names: their names (static).
       categorical: whether the (single) feature is categorical (static).
+      labels: for a pandas ``category`` column, the categories at ``grid``'s codes, in its order
+        (static); ``None`` otherwise.
     """
 
-    def __init__(self, grid, values, stderr, counts, features, feature_names, categorical=False):
+    def __init__(self, grid, values, stderr, counts, features, feature_names, categorical=False, labels=None):
         self.grid, self.values, self.stderr, self.counts = grid, values, stderr, counts
         self.features = tuple(int(j) for j in features)
         self.feature_names = tuple(str(n) for n in feature_names)
         self.categorical = bool(categorical)
+        self.labels = None if labels is None else tuple(labels)
 
     def tree_flatten(self):
-        return (self.grid, self.values, self.stderr, self.counts), (self.features, self.feature_names, self.categorical)
+        aux = (self.features, self.feature_names, self.categorical, self.labels)
+        return (self.grid, self.values, self.stderr, self.counts), aux
 
     @classmethod
     def tree_unflatten(cls, aux, children):
@@ -346,7 +350,9 @@ def accumulated_local_effects(
     Args:
       model: callable ``[n, M] -> [n]`` or ``[n, K]``; JAX-traceable or a plain NumPy callable.
       X: data rows ``[n, M]`` (array or DataFrame; pandas ``category`` columns are replaced by
-        their codes and treated as categorical).
+        their codes and treated as categorical, and their results carry the labels). A host model
+        fitted on a DataFrame (scikit-learn's ``feature_names_in_``, or one that needs the
+        categories' labels) is called with the frame rebuilt from the rows, as the explainers do.
       features: a feature (position or name), a tuple ``(j, k)`` for a pair, or a list (or 1-D
         array) of such items, which returns a tuple of results in the list's order.
       n_bins: the number of quantile bins per numeric feature (before repeated quantiles collapse).
@@ -369,8 +375,7 @@ def accumulated_local_effects(
     if is_traced(X):
         raise TypeError("`X` is traced: accumulated local effects bin the concrete rows on the host; call "
                         "accumulated_local_effects outside jax.jit / jax.grad (the model may still be a JAX function).")
-    X, found = category_codes(X)
-    host, names = prepare_data(X, feature_names, on_host=True)  # NaN/inf: checked where the rows are read
+    model, host, names, found, labels = frame_inputs(model, X, feature_names, on_host=True)  # NaN/inf: checked later
     n_bins = integer(n_bins, "n_bins", least=1, rule="a positive integer number of bins")
     n_bootstrap = check_bootstrap(n_bootstrap)
     budget = check_budget(memory_budget)
@@ -385,13 +390,14 @@ def accumulated_local_effects(
             rows.append(device_rows(host))
         return rows[0]
 
-    results = tuple(_one(wrapped, host, on_device, item, n_bins, n_bootstrap, cats, names, budget, key)
+    results = tuple(_one(wrapped, host, on_device, item, n_bins, n_bootstrap, cats, names, budget, key, labels)
                     for item in items)
     return results if several else results[0]
 
 
-def _one(wrapped, host, on_device, item, n_bins, n_bootstrap, cats, names, budget, key) -> ALE:
-    """The ALE of one feature or pair: its rows' differences, then the estimate and the bootstrap."""
+def _one(wrapped, host, on_device, item, n_bins, n_bootstrap, cats, names, budget, key, labels) -> ALE:
+    """The ALE of one feature or pair: its rows' differences, then the estimate and the bootstrap
+    (``labels``: the labels behind a pandas ``category`` column's codes, by position)."""
     diff = differences(wrapped, host, on_device, item, n_bins, cats, names, budget, second=n_bootstrap > 0)
     layout = Layout(diff.kind, diff.shape, n_bootstrap)
     counts = diff.moments.counts
@@ -405,7 +411,10 @@ def _one(wrapped, host, on_device, item, n_bins, n_bootstrap, cats, names, budge
     counts = counts.reshape(diff.shape[0] - 1, diff.shape[1] - 1) if pair else counts
     # made on the host, sent in one transfer (an array made with jax.numpy is a device call each)
     grid, values, stderr, counts = jax.device_put((diff.grid, values, stderr, counts.astype(np.int32)))
-    return ALE(grid, values, stderr, counts, item, [names[j] for j in item], diff.kind == "categorical")
+    categorical = diff.kind == "categorical"
+    known = labels.get(item[0]) if categorical else None
+    shown = None if known is None else [known[int(c)] for c in diff.grid]
+    return ALE(grid, values, stderr, counts, item, [names[j] for j in item], categorical, shown)
 
 
 def differences(wrapped, host, on_device, item, n_bins, cats, names, budget, second=True) -> Differences:

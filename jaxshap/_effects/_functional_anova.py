@@ -38,7 +38,8 @@ from .._core._model import wrap_model
 from .._core._validate import DEFAULT_MEMORY_BUDGET, integer
 from ._hstats import centred_pds, resolve_tuples, result_output_names, safe_ratio, set_masks, sum_sq
 from ._mobius import by_size, check_set_count, mobius, mobius_plan, sets_up_to, split_rows
-from ._partial_dependence import check_budget, check_n_max, prepare_data, subsample
+from ._frames import frame_inputs
+from ._partial_dependence import check_budget, check_n_max, subsample
 
 
 @jax.tree_util.register_pytree_node_class
@@ -135,7 +136,9 @@ def functional_anova(
 
     Args:
       model: callable ``[n, M] -> [n]`` or ``[n, K]``; JAX-traceable or a plain NumPy callable.
-      X: data rows ``[n, M]`` (array or DataFrame).
+      X: data rows ``[n, M]`` (array or DataFrame; a pandas ``category`` column is read as its
+        codes, and a host model fitted on a DataFrame is called with the frame rebuilt from the
+        rows, as the explainers do).
       max_order: the largest set size to compute (``1`` main effects only; orders above ``M``
         compute every set). At most 65,535 sets are computed (every set of 16 features).
       n_max: use at most this many rows, drawn without replacement with ``key``.
@@ -153,7 +156,7 @@ def functional_anova(
         or ``max_order``, ``pairs`` with ``max_order`` other than 2, more sets than can be
         computed (naming ``max_order`` and the cost), malformed pairs or unknown features.
     """
-    X, names = prepare_data(X, feature_names)
+    model, X, names, _, _ = frame_inputs(model, X, feature_names)
     budget = check_budget(memory_budget)
     n_max = check_n_max(n_max, allow_none=False)
     max_order = integer(max_order, "max_order", least=1, rule="a positive integer number of features")

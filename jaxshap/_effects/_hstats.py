@@ -32,13 +32,13 @@ from .._core._inputs import default_output_names
 from .._core._model import Model, wrap_model
 from .._core._validate import integer, is_integer
 from ._mobius import check_set_count, mobius, mobius_plan, sets_up_to, split_rows
+from ._frames import frame_inputs
 from ._partial_dependence import (
     MIXED_ROWS_HINT,
     check_budget,
     check_n_max,
     feature_index,
     pd_units,
-    prepare_data,
     subsample,
     units_per_chunk,
 )
@@ -271,7 +271,9 @@ def h_statistic(
 
     Args:
       model: callable ``[n, M] -> [n]`` or ``[n, K]``; JAX-traceable or a plain NumPy callable.
-      X: data rows ``[n, M]`` (array or DataFrame).
+      X: data rows ``[n, M]`` (array or DataFrame; a pandas ``category`` column is read as its
+        codes, and a host model fitted on a DataFrame is called with the frame rebuilt from the
+        rows, as the explainers do).
       n_max: use at most this many rows, drawn without replacement with ``key``.
       key: PRNG key (or int seed) for that subsample; ``None`` means ``jax.random.key(0)``.
       pairs: which pairwise statistics to compute: ``None`` for all ``M (M - 1) / 2`` pairs;
@@ -299,7 +301,7 @@ def h_statistic(
         than can be computed (naming ``order`` and the cost).
       TypeError: for a model that cannot be called or arguments of the wrong type.
     """
-    X, names = prepare_data(X, feature_names)
+    model, X, names, _, _ = frame_inputs(model, X, feature_names)
     budget = check_budget(memory_budget)
     n_max = check_n_max(n_max, allow_none=False)
     m = X.shape[1]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Container, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -26,11 +26,9 @@ from .._core._inputs import (
     as_matrix,
     check_finite,
     check_finite_outputs,
-    column_names,
-    host_matrix,
-    resolve_feature_names,
 )
 from .._core._model import Model, wrap_model
+from ._frames import frame_inputs
 
 
 # --- the kernel ---------------------------------------------------------------------------
@@ -86,27 +84,6 @@ MIXED_ROWS_HINT = (
     "does) fall where the model is undefined; fix the model, or drop or clip those rows."
 )
 """What to do when a partial dependence is NaN or inf although the predictions at the rows are finite."""
-
-
-def prepare_data(
-    X: Any, feature_names: Sequence[str] | None, *, on_host: bool = False
-) -> tuple[Any, tuple[str, ...]]:
-    """Validate ``X`` (``[n, M]``, finite, at least one row) and settle the feature names.
-
-    With ``on_host``, the rows stay where they are (NumPy, not copied when already floating; a
-    JAX array as it is) and the NaN/inf check is the caller's, so that it can fold the check
-    into a pass it makes over the rows anyway.
-    """
-    columns = column_names(X)
-    if X is None:
-        raise ValueError("`X` is required: pass the data rows [n, M] to average the model over.")
-    X = host_matrix(X, "X") if on_host else as_matrix(X, "X")
-    if X.shape[0] == 0:
-        raise ValueError("`X` has no rows; pass at least one data row (a few hundred is usual).")
-    if not on_host:
-        check_finite(X, "X")
-    names = resolve_feature_names(feature_names, X.shape[1], columns)
-    return X, names
 
 
 def feature_index(feature: Any, names: Sequence[str], arg: str) -> int:
@@ -211,8 +188,10 @@ def default_axis(column: np.ndarray, size: int) -> np.ndarray:
     return np.unique(np.quantile(column, np.linspace(0.0, 1.0, size), method="linear").astype(column.dtype))
 
 
-def make_grid(X: jax.Array, idx: tuple[int, ...], grid: Any, grid_size: int, single: bool) -> jax.Array:
-    """The ``[G, s]`` evaluation points: the user's grid, the data rows, or the default grid."""
+def make_grid(X: jax.Array, idx: tuple[int, ...], grid: Any, grid_size: int, single: bool,
+              categorical: Container[int] = ()) -> jax.Array:
+    """The ``[G, s]`` evaluation points: the user's grid, the data rows, or the default grid
+    (every code present of a ``categorical`` column, whatever ``grid_size``)."""
     s = len(idx)
     dtype = X.dtype
     if isinstance(grid, str):
@@ -221,7 +200,7 @@ def make_grid(X: jax.Array, idx: tuple[int, ...], grid: Any, grid_size: int, sin
         return X[:, jnp.asarray(idx)]
     if grid is None:
         host = np.asarray(X)
-        axes = [default_axis(host[:, j], grid_size) for j in idx]
+        axes = [np.unique(host[:, j]) if j in categorical else default_axis(host[:, j], grid_size) for j in idx]
         return jnp.asarray(np.array(list(itertools.product(*axes)), dtype=dtype).reshape(-1, s))
     if not isinstance(grid, jax.Array):
         try:
@@ -247,6 +226,24 @@ def make_grid(X: jax.Array, idx: tuple[int, ...], grid: Any, grid_size: int, sin
         raise ValueError("`grid` has no points; pass at least one value.")
     check_finite(g, "grid")
     return g
+
+
+def check_category_grid(points: jax.Array, idx: tuple[int, ...], names: Sequence[str], categories: dict) -> None:
+    """Refuse grid values of a pandas ``category`` column that are not among its codes.
+
+    Raises:
+      ValueError: naming ``grid``, the column and its categories.
+    """
+    for pos, j in enumerate(idx):
+        if j not in categories:
+            continue
+        column, labels = np.asarray(points[:, pos]), categories[j]
+        if not (np.array_equal(column, np.round(column)) and column.min() >= 0 and column.max() < len(labels)):
+            raise ValueError(
+                f"`grid`: feature {names[j]!r} is a pandas category column, whose grid values are its codes, "
+                f"the integers 0 to {len(labels) - 1} standing for {list(labels)[:10]}"
+                f"{' ...' if len(labels) > 10 else ''}; got {np.unique(column)[:10].tolist()}."
+            )
 
 
 # --- the public function --------------------------------------------------------------------
@@ -277,7 +274,10 @@ def partial_dependence(
 
     Args:
       model: callable ``[n, M] -> [n]`` or ``[n, K]``; JAX-traceable or a plain NumPy callable.
-      X: data rows ``[n, M]`` (array or DataFrame) to average over.
+      X: data rows ``[n, M]`` (array or DataFrame) to average over. A pandas ``category`` column
+        is read as its codes (its default grid is every code present; a grid gives codes), and a
+        host model fitted on a DataFrame is called with the frame rebuilt from the rows, as the
+        explainers do.
       features: one feature (position or name) or a sequence of them.
       grid: the points to evaluate at: ``[G]`` for one feature or ``[G, s]`` for ``s``
         features; ``"data"`` for the rows of ``X`` (their values of the features); ``None``
@@ -297,16 +297,18 @@ def partial_dependence(
       A :class:`PartialDependence` with ``grid`` and ``values`` (``[G]`` or ``[G, K]``).
 
     Raises:
-      ValueError: for NaN/inf in ``X`` or ``grid``, a grid of the wrong shape, features out of
-        range, unknown names or repeated features.
+      ValueError: for NaN/inf in ``X`` or ``grid``, a grid of the wrong shape, grid values of a
+        category column that are not its codes, features out of range, unknown names or
+        repeated features.
       TypeError: for a model that cannot be called, or features of the wrong type.
     """
-    X, names = prepare_data(X, feature_names)
+    model, X, names, _, categories = frame_inputs(model, X, feature_names)
     idx, single = feature_set(features, names, "features")
     grid_size = integer(grid_size, "grid_size", least=1)
     budget = check_budget(memory_budget)
     n_max = check_n_max(n_max, allow_none=True)
-    points = make_grid(X, idx, grid, int(grid_size), single)
+    points = make_grid(X, idx, grid, int(grid_size), single, categories)
+    check_category_grid(points, idx, names, categories)
     background, row_ids = subsample(X, n_max, key, return_index=True)
     n, m = background.shape
     wrapped = wrap_model(model, m, X.dtype, background[:2])
