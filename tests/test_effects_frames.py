@@ -103,3 +103,21 @@ def test_functional_anova_and_h_statistic_on_a_frame(fitted):
     h_same = jaxshap.h_statistic(on_codes, codes, n_max=60, feature_names=names)
     np.testing.assert_allclose(np.asarray(h.pairwise), np.asarray(h_same.pairwise), rtol=1e-5, atol=1e-7)
     assert float(np.max(np.asarray(h.pairwise))) > 0.05  # color and x1 interact in the pipeline's model
+
+
+def test_a_host_model_given_float64_rows_gets_them_in_float64():
+    """As the explainers do: outside JAX's x64 mode the rows would reach the model rounded to
+    float32, and a tree splits between data values, where an ALE puts its rows."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(300, 3))  # float64 values that float32 cannot hold
+    y = 2 * X[:, 0] + np.sin(3 * X[:, 1]) + 0.1 * rng.normal(size=300)
+    tree = HistGradientBoostingRegressor(max_iter=50, random_state=0).fit(X, y)
+    ale = jaxshap.accumulated_local_effects(tree.predict, X, 0, n_bins=10, n_bootstrap=0)
+    edges, want = oracle_first(tree.predict, X, 0, 10)
+    np.testing.assert_array_equal(np.asarray(ale.grid), edges)  # the data's values, not their float32 roundings
+    scale = np.ptp(want)
+    np.testing.assert_allclose(np.asarray(ale.values), want, rtol=0, atol=1e-6 * scale)  # the model's float32 outputs
+    pd_x0 = jaxshap.partial_dependence(tree.predict, X, 0, grid=edges)
+    means = [tree.predict(np.where(np.arange(3) == 0, e, X)).mean() for e in edges]
+    np.testing.assert_allclose(np.asarray(pd_x0.values), means, rtol=0, atol=1e-6 * scale)
+    assert np.asarray(ale.values).dtype == np.float64

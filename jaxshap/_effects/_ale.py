@@ -38,7 +38,7 @@ from ._ale_moments import GroupMoments, device_moments, host_moments, merge, row
 from ._ale_order import category_order
 from ._ale_program import Layout, Plan, categorical_differences, effects
 from ._ale_rows import row_differences
-from ._frames import frame_inputs
+from ._frames import frame_inputs, host_precision
 from ._partial_dependence import check_budget, feature_index, units_per_chunk
 
 
@@ -271,6 +271,7 @@ def check_bootstrap(n_bootstrap: Any) -> int:
 # --- the public function --------------------------------------------------------------------
 
 
+@host_precision
 def accumulated_local_effects(
     model: Callable,
     X: Any,
@@ -352,7 +353,8 @@ def accumulated_local_effects(
       X: data rows ``[n, M]`` (array or DataFrame; pandas ``category`` columns are replaced by
         their codes and treated as categorical, and their results carry the labels). A host model
         fitted on a DataFrame (scikit-learn's ``feature_names_in_``, or one that needs the
-        categories' labels) is called with the frame rebuilt from the rows, as the explainers do.
+        categories' labels) is called with the frame rebuilt from the rows, and a host model given
+        float64 rows computes in float64, as the explainers do.
       features: a feature (position or name), a tuple ``(j, k)`` for a pair, or a list (or 1-D
         array) of such items, which returns a tuple of results in the list's order.
       n_bins: the number of quantile bins per numeric feature (before repeated quantiles collapse).

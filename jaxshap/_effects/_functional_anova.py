@@ -38,7 +38,7 @@ from .._core._model import wrap_model
 from .._core._validate import DEFAULT_MEMORY_BUDGET, integer
 from ._hstats import centred_pds, resolve_tuples, result_output_names, safe_ratio, set_masks, sum_sq
 from ._mobius import by_size, check_set_count, mobius, mobius_plan, sets_up_to, split_rows
-from ._frames import frame_inputs
+from ._frames import frame_inputs, host_precision
 from ._partial_dependence import check_budget, check_n_max, subsample
 
 
@@ -106,6 +106,7 @@ class FunctionalANOVA:
         )
 
 
+@host_precision
 def functional_anova(
     model: Callable,
     X: Any,
@@ -138,7 +139,7 @@ def functional_anova(
       model: callable ``[n, M] -> [n]`` or ``[n, K]``; JAX-traceable or a plain NumPy callable.
       X: data rows ``[n, M]`` (array or DataFrame; a pandas ``category`` column is read as its
         codes, and a host model fitted on a DataFrame is called with the frame rebuilt from the
-        rows, as the explainers do).
+        rows, and a host model given float64 rows computes in float64, as the explainers do).
       max_order: the largest set size to compute (``1`` main effects only; orders above ``M``
         compute every set). At most 65,535 sets are computed (every set of 16 features).
       n_max: use at most this many rows, drawn without replacement with ``key``.

@@ -32,7 +32,7 @@ from .._core._inputs import default_output_names
 from .._core._model import Model, wrap_model
 from .._core._validate import integer, is_integer
 from ._mobius import check_set_count, mobius, mobius_plan, sets_up_to, split_rows
-from ._frames import frame_inputs
+from ._frames import frame_inputs, host_precision
 from ._partial_dependence import (
     MIXED_ROWS_HINT,
     check_budget,
@@ -231,6 +231,7 @@ class HStatistics:
 # --- the public function ----------------------------------------------------------------------
 
 
+@host_precision
 def h_statistic(
     model: Callable,
     X: Any,
@@ -273,7 +274,7 @@ def h_statistic(
       model: callable ``[n, M] -> [n]`` or ``[n, K]``; JAX-traceable or a plain NumPy callable.
       X: data rows ``[n, M]`` (array or DataFrame; a pandas ``category`` column is read as its
         codes, and a host model fitted on a DataFrame is called with the frame rebuilt from the
-        rows, as the explainers do).
+        rows, and a host model given float64 rows computes in float64, as the explainers do).
       n_max: use at most this many rows, drawn without replacement with ``key``.
       key: PRNG key (or int seed) for that subsample; ``None`` means ``jax.random.key(0)``.
       pairs: which pairwise statistics to compute: ``None`` for all ``M (M - 1) / 2`` pairs;

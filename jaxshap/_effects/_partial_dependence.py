@@ -28,7 +28,7 @@ from .._core._inputs import (
     check_finite_outputs,
 )
 from .._core._model import Model, wrap_model
-from ._frames import frame_inputs
+from ._frames import frame_inputs, host_precision
 
 
 # --- the kernel ---------------------------------------------------------------------------
@@ -249,6 +249,7 @@ def check_category_grid(points: jax.Array, idx: tuple[int, ...], names: Sequence
 # --- the public function --------------------------------------------------------------------
 
 
+@host_precision
 def partial_dependence(
     model: Callable,
     X: Any,
@@ -276,8 +277,8 @@ def partial_dependence(
       model: callable ``[n, M] -> [n]`` or ``[n, K]``; JAX-traceable or a plain NumPy callable.
       X: data rows ``[n, M]`` (array or DataFrame) to average over. A pandas ``category`` column
         is read as its codes (its default grid is every code present; a grid gives codes), and a
-        host model fitted on a DataFrame is called with the frame rebuilt from the rows, as the
-        explainers do.
+        host model fitted on a DataFrame is called with the frame rebuilt from the rows, and a host
+        model given float64 rows computes in float64, as the explainers do.
       features: one feature (position or name) or a sequence of them.
       grid: the points to evaluate at: ``[G]`` for one feature or ``[G, s]`` for ``s``
         features; ``"data"`` for the rows of ``X`` (their values of the features); ``None``

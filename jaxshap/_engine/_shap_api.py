@@ -152,7 +152,7 @@ def _shap_keywords(init: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict, d
     return args, kwargs, extras
 
 
-def _float64_rows(data: Any) -> bool:
+def float64_rows(data: Any) -> bool:
     """Rows that hold float64 (or integer) numbers: a DataFrame (read as float64), a float64
     or integer array, or a weighted summary of such rows (``shap.kmeans``)."""
     if hasattr(data, "weights") and hasattr(data, "data") and not hasattr(data, "shape"):
@@ -172,7 +172,7 @@ def host_float64(cls: type, arguments: dict) -> bool:
     if not getattr(cls, "keeps_host_dtype", False) or jax.config.jax_enable_x64:
         return False
     values = list(arguments.values())
-    if len(values) < 2 or not _float64_rows(values[1]):
+    if len(values) < 2 or not float64_rows(values[1]):
         return False
     return is_host_model(values[0], int(np.shape(getattr(values[1], "data", values[1]))[1]))
 
