@@ -121,3 +121,17 @@ def test_a_host_model_given_float64_rows_gets_them_in_float64():
     means = [tree.predict(np.where(np.arange(3) == 0, e, X)).mean() for e in edges]
     np.testing.assert_allclose(np.asarray(pd_x0.values), means, rtol=0, atol=1e-6 * scale)
     assert np.asarray(ale.values).dtype == np.float64
+
+
+def test_a_text_column_is_refused_with_the_way_to_a_category_column(fitted):
+    frame, pipe, _, _ = fitted
+    text = frame.assign(color=frame["color"].astype(str))
+    for call in (lambda: jaxshap.accumulated_local_effects(pipe.predict, text, "x0"),
+                 lambda: jaxshap.partial_dependence(pipe.predict, text, "x0"),
+                 lambda: jaxshap.PermutationExplainer(pipe.predict, text.iloc[:20])):
+        with pytest.raises(TypeError, match=r"'color' \(\w+\)\. Make a text column a pandas category column "
+                                            r"\(`df\[col\]\.astype\('category'\)`\)"):
+            call()
+    back = text.assign(color=pd.Categorical(text["color"], COLORS))  # what the message asks for works
+    result = jaxshap.accumulated_local_effects(pipe.predict, back, "color", n_bootstrap=0)
+    assert set(result.labels) == set(COLORS)

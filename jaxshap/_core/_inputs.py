@@ -69,9 +69,14 @@ def _frame_to_numpy(x: Any, name: str) -> np.ndarray:
         ]
         if bad:
             shown = ", ".join(f"{c!r} ({d})" for c, d in bad[:5])
+            text = any(d != "category" for _, d in bad)
             raise TypeError(
-                f"`{name}` has columns that are not numbers: {shown}. Encode categorical or text columns "
-                "as numbers first (for example with pandas.get_dummies or .cat.codes)."
+                f"`{name}` has columns that are not numbers: {shown}. "
+                + ("Make a text column a pandas category column (`df[col].astype('category')`): the explainers "
+                   "and the global effects read it as its codes and give a model fitted on the frame its "
+                   "labels; or encode it as numbers (pandas.get_dummies, .cat.codes)." if text else
+                   "Encode categorical columns as numbers first (for example with pandas.get_dummies or "
+                   ".cat.codes).")
             )
         return x.to_numpy(dtype=np.float64, na_value=np.nan)
     return np.asarray(x.to_numpy())
