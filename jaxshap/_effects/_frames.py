@@ -14,14 +14,13 @@ import functools
 import inspect
 from typing import Any, Callable, NamedTuple, Sequence
 
-import jax
 import numpy as np
 
 from .._core._categorical import category_codes, frame_categories
 from .._core._frame_model import as_frame_model
 from .._core._inputs import as_matrix, check_finite, column_names, host_matrix, resolve_feature_names
 from .._core._model import is_host_model, local_x64
-from .._engine._shap_api import float64_rows
+from .._engine._shap_api import host64_arrays, host_model_float64
 
 
 def prepare_data(
@@ -97,19 +96,15 @@ def host_precision(fn: Callable) -> Callable:
     compute (:func:`jaxshap._engine._shap_api.host_float64`): outside JAX's x64 mode the rows
     would reach a NumPy model rounded to float32, and a tree's split between two data values
     can fall between a value and its rounding (an ALE moves rows to data values). The result's
-    arrays come back as NumPy arrays, which keep their float64 outside x64 mode."""
+    arrays come back as NumPy arrays (:func:`jaxshap._engine._shap_api.host64_arrays`)."""
     signature = inspect.signature(fn)
 
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> Any:
         bound = signature.bind_partial(*args, **kwargs).arguments
-        model, X = bound.get("model"), bound.get("X")
-        if jax.config.jax_enable_x64 or not float64_rows(X) or np.ndim(X) != 2:
-            return fn(*args, **kwargs)
-        if not is_host_model(model, int(np.shape(X)[1])):
+        if not host_model_float64(bound.get("model"), bound.get("X")):
             return fn(*args, **kwargs)
         with local_x64():
-            result = fn(*args, **kwargs)
-        return jax.tree_util.tree_map(lambda a: np.asarray(a) if isinstance(a, jax.Array) else a, result)
+            return host64_arrays(fn(*args, **kwargs))
 
     return run

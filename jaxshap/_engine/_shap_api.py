@@ -165,16 +165,22 @@ def float64_rows(data: Any) -> bool:
     return dtype == np.float64 or dtype.kind in "iub"
 
 
+def host_model_float64(model: Any, data: Any) -> bool:
+    """Whether ``model`` is a host (NumPy) model given float64 rows ``data`` while JAX's x64 mode
+    is off: such a model gets its rows in float64, as shap gives them (with x64 on, float64 is
+    the default anyway)."""
+    if jax.config.jax_enable_x64 or not float64_rows(data):
+        return False
+    return is_host_model(model, int(np.shape(getattr(data, "data", data))[1]))
+
+
 def host_float64(cls: type, arguments: dict) -> bool:
-    """Whether a model-agnostic explainer (``keeps_host_dtype``) computes in float64: a host
-    (NumPy) model given float64 background rows gets its rows in float64, as shap gives them,
-    when JAX's x64 mode is off (with it on, float64 is the default anyway)."""
-    if not getattr(cls, "keeps_host_dtype", False) or jax.config.jax_enable_x64:
+    """Whether a model-agnostic explainer (``keeps_host_dtype``) computes in float64: its model
+    and background rows pass :func:`host_model_float64`."""
+    if not getattr(cls, "keeps_host_dtype", False):
         return False
     values = list(arguments.values())
-    if len(values) < 2 or not float64_rows(values[1]):
-        return False
-    return is_host_model(values[0], int(np.shape(getattr(values[1], "data", values[1]))[1]))
+    return len(values) >= 2 and host_model_float64(values[0], values[1])
 
 
 def precision(explainer: Any) -> Any:
@@ -188,7 +194,13 @@ def as_host64(explainer: Any, expl: Any) -> Any:
     of float64 outside JAX's x64 mode would be cut to float32 by the next JAX operation."""
     if not getattr(explainer, "x64_", False):
         return expl
-    return jax.tree_util.tree_map(lambda a: np.asarray(a) if isinstance(a, jax.Array) and not is_traced(a) else a, expl)
+    return host64_arrays(expl)
+
+
+def host64_arrays(tree: Any) -> Any:
+    """``tree`` with its concrete JAX arrays as NumPy arrays, which keep float64 outside JAX's
+    x64 mode (a JAX array of float64 would be cut to float32 by the next JAX operation)."""
+    return jax.tree_util.tree_map(lambda a: np.asarray(a) if isinstance(a, jax.Array) and not is_traced(a) else a, tree)
 
 
 def _shap_init(init: Any) -> Any:
