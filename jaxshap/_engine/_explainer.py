@@ -154,10 +154,6 @@ class CoalitionExplainer(ShapAPI, RowExplainer):
     """A host (NumPy) model given float64 rows gets them in float64: the explainer computes in
     float64 (``jax.enable_x64``) then (see :func:`jaxshap._engine._shap_api.host_float64`)."""
 
-    compile_tuned = True
-    """Compile with jaxshap's compile options on a CPU (Kernel, Exact, Permutation: first calls in
-    0.6x-0.75x the time, warm calls as fast; ``CHANGELOG.md``)."""
-
     def __init__(
         self,
         model: Callable,

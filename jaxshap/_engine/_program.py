@@ -8,9 +8,8 @@ This is the runtime every explainer shares. An explainer is a pytree (see
 returning a pytree of per-row results (leading axis ``r``). :func:`run_rows` validates nothing
 and plans nothing itself: given the rows and a planner, it pads the rows to one of a few
 capacities, shards them over devices, cuts them into host-level blocks (for progress bars and
-streams), and calls :func:`block_program`, one module-level ``jax.jit`` (compiled with jaxshap's compile
-options where the explainer asks for them, ``RowExplainer.compile_tuned``;
-:mod:`jaxshap._platform._compile_options`). Because the explainer is
+streams), and calls :func:`block_program`, one module-level ``jax.jit`` compiled with XLA's
+default options. Because the explainer is
 an argument of that one function, whose static configuration is part of its pytree structure,
 every explainer instance with the same configuration and shapes shares one compiled program.
 
@@ -33,7 +32,6 @@ from .._core._chunking import bucket_rows, plan_blocks
 from .._core._inputs import is_traced
 from .._core._progress import ProgressBar
 from .._core._sharding import RowMesh, row_mesh
-from .._platform._compile_options import program
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,11 +75,11 @@ def _resolve(core: Any, *args: Any) -> Any:
     if not isinstance(core, Deferred):
         return core
     if args:
-        block_program.jitted_for(core.shapes.compile_tuned, (core.shapes, *args)).lower(core.shapes, *args).compile()
+        block_program.lower(core.shapes, *args).compile()
     return core.result()
 
 
-@program(static_argnames=("plan",))
+@functools.partial(jax.jit, static_argnames=("plan",))
 def block_program(core: Any, X: jax.Array, key: jax.Array, first: Any, start: Any, n_valid: Any, plan: Plan):
     """Explain ``X[start : start + plan.block_rows]`` (per device shard, on a mesh).
 
@@ -196,7 +194,7 @@ def _run_bucketed(core, X, key, planner, evals_per_row, offset, devices, bar, bl
         valid = min(size, n - start)
         args = (block, key, _index(offset), _index(start), _index(valid), plan)
         core = _resolve(core, *args)
-        out = block_program.call(core.compile_tuned, core, *args)
+        out = block_program(core, *args)
         keep = begin - start  # rows that the previous block already explained
         if pending is not None:
             _wait(pending, bar)
@@ -255,14 +253,14 @@ def _run_exact(core, X, key, planner, evals_per_row, offset, devices, bar, block
     rows, coalitions = planner(local_rows, True)
     if not blocked:
         plan = Plan(rows, coalitions, None, mesh)
-        return _trim(block_program.call(core.compile_tuned, core, X, key, _index(offset), _index(0), _index(n_pad), plan), n)
+        return _trim(block_program(core, X, key, _index(offset), _index(0), _index(n_pad), plan), n)
     block = plan_blocks(local_rows, rows, evals_per_row)
     rows, coalitions = planner(block, True)
     plan = Plan(rows, coalitions, block, mesh)
     starts = [min(s, local_rows - block) for s in range(0, local_rows, block)]
     parts, pending = [], None
     for i, start in enumerate(starts):
-        out = block_program.call(core.compile_tuned, core, X, key, _index(offset), _index(start), _index(n_pad), plan)
+        out = block_program(core, X, key, _index(offset), _index(start), _index(n_pad), plan)
         keep = i * block - start  # rows of a shifted last block that earlier blocks already did
         if pending is not None:
             _wait(pending, bar)

@@ -43,11 +43,6 @@ class RowExplainer:
 
     memory_budget: int
     n_features: int
-    compile_tuned = False
-    """Whether the explainer's program compiles on a CPU with jaxshap's compile options
-    (:mod:`jaxshap._platform._compile_options`): only explainers measured no slower warm with them
-    ask for it (their first call is then shorter)."""
-
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if "tree_flatten" not in vars(cls):  # a subclass with its own pytree methods registers itself
