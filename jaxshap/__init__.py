@@ -14,15 +14,20 @@ Public API (everything else is private):
   :func:`accumulated_local_effects` (:class:`ALE`).
 * Choosing a value function: :func:`msev` (the MSEv criterion, with its standard error).
 * Runtime: :func:`enable_compilation_cache` (JAX's persistent compilation cache, one switch).
-* Data: :func:`sample` (shap's ``shap.sample``: the same background rows).
+* Data: :func:`sample` (shap's ``shap.sample``: the same background rows) and :func:`kmeans`
+  (shap's ``shap.kmeans``: weighted centres, taken as a background by every explainer).
+* shap's top-level plots: :func:`summary_plot`, :func:`force_plot`, :func:`dependence_plot`,
+  :func:`decision_plot`, :func:`waterfall_plot`, :func:`initjs` (shap's, on converted results);
+  ``shap.plots.*`` also take jaxshap results directly.
 * Submodules: :mod:`jaxshap.maskers` (value functions), :mod:`jaxshap.estimators` (estimator
   kernels on any value function), :mod:`jaxshap.coalitions` (masks, weights, sampling),
   :mod:`jaxshap.datasets` (data shipped with the package), :mod:`jaxshap.plots` (shap's plots
-  on jaxshap results), :mod:`jaxshap.trees` (tree ensembles: the reader protocol that adds a
-  model format to ``TreeExplainer``).
+  on jaxshap results), :mod:`jaxshap.links` (``identity``, ``logit``, as ``shap.links``),
+  :mod:`jaxshap.trees` (tree ensembles: the reader protocol that adds a model format to
+  ``TreeExplainer``).
 """
 
-from . import coalitions, datasets, estimators, explainers, maskers, plots, trees
+from . import coalitions, datasets, estimators, explainers, links, maskers, plots, trees
 from ._explainers._amortized import AmortizedExplainer
 from ._platform._cache import enable_compilation_cache
 from ._core._validate import DEFAULT_MEMORY_BUDGET
@@ -40,6 +45,8 @@ from ._explainers._linear import LinearExplainer
 from ._effects._partial_dependence import PartialDependence, partial_dependence
 from ._explainers._partition import PartitionExplainer
 from .maskers._independent import sample
+from .maskers._kmeans import kmeans
+from .plots import decision_plot, dependence_plot, force_plot, initjs, summary_plot, waterfall_plot
 from ._explainers._permutation import PermutationExplainer
 from ._explainers._tree import TreeExplainer
 
@@ -65,16 +72,24 @@ __all__ = [
     "accumulated_local_effects",
     "coalitions",
     "datasets",
+    "decision_plot",
+    "dependence_plot",
     "enable_compilation_cache",
     "estimators",
     "explainers",
+    "force_plot",
     "functional_anova",
     "h_statistic",
+    "initjs",
     "integrated_gradients",
+    "kmeans",
+    "links",
     "maskers",
     "msev",
     "partial_dependence",
     "plots",
     "sample",
+    "summary_plot",
     "trees",
+    "waterfall_plot",
 ]

@@ -1,6 +1,8 @@
+import contextlib
 import logging
 import os
 import sys
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -30,6 +32,22 @@ def make_mlp(seed: int, n_features: int, hidden: int = 8, n_outputs: int | None 
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+@pytest.fixture
+def sampled_silently(caplog):
+    """``with sampled_silently(message):`` no warning inside (shap samples a background silently),
+    and ``message`` logged at INFO level on the "jaxshap" logger (as shap 0.52 logs it)."""
+
+    @contextlib.contextmanager
+    def check(message):
+        caplog.clear()
+        with warnings.catch_warnings(), caplog.at_level(logging.INFO, logger="jaxshap"):
+            warnings.simplefilter("error")
+            yield
+        assert message in caplog.text, caplog.text
+
+    return check
 
 
 class CountCompiles(logging.Handler):

@@ -355,3 +355,80 @@ def test_methods_trace_under_jit_and_keep_jax_leaves():
         derived = {"abs.mean(0)": sv.abs.mean(0), "argsort": sv.argsort, "flip": sv.flip}.get(name)
         if derived is not None:
             assert all(isinstance(a, jax.Array) for a in jax.tree_util.tree_leaves(derived)), name
+
+
+# --- issue 51: shap's own plots and shap's legacy names take jaxshap results ---------------------
+def _tree_result():
+    """The tree explanation (float32 JAX leaves) of the shared world."""
+    *_, tsv = world()
+    return tsv
+
+
+def test_to_shap_gives_float64_and_a_waterfall_headline_that_float32_would_collapse():
+    sv = _tree_result()
+    assert np.asarray(sv.values).dtype == np.float32  # what the explainer computed
+    converted = sv[0].to_shap()
+    assert converted.values.dtype == np.float64 and converted.data.dtype == np.float64
+    assert isinstance(converted.base_values, np.float64)
+    np.testing.assert_array_equal(converted.values, np.asarray(sv.values)[0].astype(np.float64))
+    # shap's waterfall puts the E[f(X)] and f(x) labels on two ticks about 1e-8 apart
+    shap.plots.waterfall(sv[0], show=False)
+    pairs = [ax.get_xticks() for ax in plt.gcf().axes if len(ax.get_xticks()) == 2]
+    plt.close("all")
+    assert len(pairs) == 2 and all(t[1] > t[0] for t in pairs), pairs
+
+
+def test_shaps_own_plots_take_jaxshap_results():
+    sv = _tree_result()
+    ref = sv.to_shap()
+    for plot in (shap.plots.beeswarm, shap.plots.bar, shap.plots.heatmap, shap.plots.violin):
+        assert_same_drawing(drawn(lambda: plot(sv, show=False)), drawn(lambda: plot(ref, show=False)))
+    assert_same_drawing(drawn(lambda: shap.plots.waterfall(sv[3], show=False)),
+                        drawn(lambda: shap.plots.waterfall(ref[3], show=False)))
+    assert_same_drawing(drawn(lambda: shap.plots.scatter(sv[:, "bmi"], color=sv, show=False)),
+                        drawn(lambda: shap.plots.scatter(ref[:, "bmi"], color=ref, show=False)))
+    cohorts = sv.cohorts(2).abs.mean(0)
+    assert_same_drawing(drawn(lambda: shap.plots.bar(cohorts, show=False)),
+                        drawn(lambda: shap.plots.bar(cohorts.to_shap(), show=False)))
+    assert_same_drawing(drawn(lambda: shap.summary_plot(sv, show=False)), drawn(lambda: shap.summary_plot(ref, show=False)))
+    with pytest.raises(TypeError, match="requires an `Explanation`"):  # anything else reaches shap untouched
+        shap.plots.beeswarm(np.asarray(sv.values))
+
+
+def test_shap_imported_first_also_takes_jaxshap_results():
+    import subprocess
+    import sys
+
+    code = ("import matplotlib; matplotlib.use('Agg'); import numpy as np, shap, jaxshap; "
+            "ex = jaxshap.ExactExplainer(lambda Z: Z.sum(1), np.eye(3, dtype=np.float32)); "
+            "shap.plots.beeswarm(ex(np.ones((4, 3), np.float32)), show=False); print('drawn')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0 and "drawn" in out.stdout, out.stderr[-2000:]
+
+
+def test_legacy_names_draw_what_shap_draws():
+    X, linear, exact, sv, *_ = world()
+    values, Xn = sv.values, X.to_numpy()
+    ev = exact.expected_value
+    assert_same_drawing(drawn(lambda: jaxshap.summary_plot(values, X, show=False)),
+                        drawn(lambda: shap.summary_plot(np.float64(values), X, show=False)))
+    assert_same_drawing(drawn(lambda: jaxshap.dependence_plot("bmi", values, X, show=False)),
+                        drawn(lambda: shap.dependence_plot("bmi", np.float64(values), X, show=False)))
+    assert_same_drawing(drawn(lambda: jaxshap.decision_plot(ev, values[:10], Xn[:10], show=False)),
+                        drawn(lambda: shap.decision_plot(ev, np.float64(values[:10]), Xn[:10], show=False)))
+    assert_same_drawing(drawn(lambda: jaxshap.waterfall_plot(sv[2], show=False)),
+                        drawn(lambda: shap.plots.waterfall(sv[2].to_shap(), show=False)))
+    row = jnp.asarray(values[0], jnp.float32)  # a JAX array too: given to shap as NumPy float64
+    forced = jaxshap.force_plot(ev, row, Xn[0], matplotlib=True, show=False)
+    assert_same_drawing(drawn(lambda: forced), drawn(lambda: shap.force_plot(
+        ev, np.asarray(row).astype(np.float64), Xn[0], matplotlib=True, show=False)))
+    assert jaxshap.initjs() is None
+
+
+def test_legacy_names_without_shap_name_the_plots_extra(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "shap", None)  # as if shap were not installed
+    for plot in (jaxshap.summary_plot, jaxshap.force_plot, jaxshap.initjs, jaxshap.plots.beeswarm):
+        with pytest.raises(ImportError, match=r"install the `plots` extra, `pip install 'jaxshap\[plots\]'`"):
+            plot(np.zeros((2, 3)))

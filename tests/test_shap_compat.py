@@ -145,19 +145,19 @@ def test_linear_explainer_takes_an_independent_masker():
 
 
 # --- point 1: the background each class uses ---------------------------------------------------
-def test_each_class_uses_shaps_background_rows():
+def test_each_class_uses_shaps_background_rows(sampled_silently):
     from sklearn.ensemble import RandomForestRegressor
 
     kept = shap.maskers.Independent(BIG).data  # shap's 100 rows
     for cls in (jaxshap.ExactExplainer, jaxshap.PermutationExplainer):
-        with pytest.warns(UserWarning, match="keeping a random sample of 100"):
+        with sampled_silently("keeping a random sample of 100"):  # as shap: no warning (issue 51)
             ex = cls(regress, BIG)
         np.testing.assert_array_equal(np.asarray(ex.masker.data), kept)
     with pytest.warns(UserWarning, match="all 150 background rows"):
-        kernel = jaxshap.KernelExplainer(regress, BIG)  # shap's KernelExplainer keeps every row
+        kernel = jaxshap.KernelExplainer(regress, BIG)  # shap's KernelExplainer keeps every row, and warns
     assert kernel.masker.data.shape[0] == 150
     rf = RandomForestRegressor(n_estimators=3, max_depth=3, random_state=0).fit(BIG, regress(BIG))
-    with pytest.warns(UserWarning, match="keeping shap's sample of 100"):
+    with sampled_silently("keeping shap's sample of 100"):
         tree = jaxshap.TreeExplainer(rf, BIG)
     np.testing.assert_allclose(np.asarray(tree(X).values), quiet(shap.TreeExplainer(rf, BIG).shap_values, X), atol=1e-5)
     lin = quiet(jaxshap.LinearExplainer, (np.ones(M), 0.0), BIG)

@@ -262,6 +262,47 @@ def check_finite_rows(values: Any, name: str, what: str, inputs: Any = None) -> 
     )
 
 
+def check_missing_for_model(X: Any, model: Any, name: str = "X") -> None:
+    """Before a model is explained on ``X``: where ``X`` holds NaN or inf, evaluate ``model`` on
+    just those rows and raise one ``ValueError`` when it raises or returns NaN or inf there.
+
+    Missing values go to the model, as shap gives them (XGBoost and scikit-learn's
+    HistGradientBoosting handle them); a model that cannot handle them is named here, before
+    its compiled program runs (where a NumPy model's exception would be logged by JAX's callback
+    first). No-op for traced or not fully addressable rows, and rows without NaN or inf.
+
+    Args:
+      X: the validated rows ``[n, M]``.
+      model: a callable on NumPy rows ``[r, M]`` (the user's model, or a JAX model's function).
+      name: the rows' argument name.
+    """
+    if is_traced(X) or (isinstance(X, jax.Array) and not X.is_fully_addressable):
+        return
+    on_cpu = not isinstance(X, jax.Array) or all(d.platform == "cpu" for d in X.devices())
+    if not on_cpu and bool(_all_finite(X)):
+        return  # checked where the rows lie: nothing copied to the host
+    rows_np = np.asarray(X)
+    finite = np.isfinite(rows_np).all(axis=1)
+    if finite.all():
+        return
+    rows = np.flatnonzero(~finite)
+    try:
+        outputs = np.asarray(model(rows_np[rows]))
+        problem = None if np.isfinite(outputs).all() else "returned NaN or inf"
+    except Exception as err:  # the model's own complaint, quoted below
+        text = str(err).strip().splitlines()
+        problem = f"raised {type(err).__name__}" + (f" ({text[0]})" if text else "")
+    if problem is None:
+        return
+    first = np.argwhere(~np.isfinite(rows_np[rows]))[0]
+    shown = ", ".join(str(int(r)) for r in rows[:10]) + (", ..." if rows.size > 10 else "")
+    raise ValueError(
+        f"`{name}` holds NaN or inf in {rows.size} row(s) (rows {shown}; first at index ({int(rows[first[0]])}, "
+        f"{int(first[1])})) and the model {problem} on them. Impute the missing values of `{name}` or drop those "
+        "rows, or use a model that handles them (such as XGBoost or scikit-learn's HistGradientBoosting)."
+    ) from None
+
+
 def check_finite(x: jax.Array, name: str) -> None:
     """Raise a ``ValueError`` when a concrete ``x`` holds NaN or inf (no-op for traced arrays)."""
     if is_traced(x):

@@ -35,6 +35,15 @@ def logit(p: jax.Array) -> jax.Array:
     return jnp.log(q) - jnp.log1p(-q)
 
 
+def _logistic(x: jax.Array) -> jax.Array:
+    """The inverse of :func:`logit`: ``1 / (1 + exp(-x))``."""
+    return jax.nn.sigmoid(x)
+
+
+identity.inverse = identity
+logit.inverse = _logistic
+
+
 def resolve_link(link: Any) -> str:
     """The link's name: ``"identity"`` or ``"logit"`` (shap's ``shap.links`` functions are accepted).
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import contextvars
+import logging
 import threading
 from typing import Any, Callable, Iterator
 
@@ -150,11 +151,25 @@ def _host_fn(model: Callable, n_features: int, k: int, dtype: Any, single: bool)
 # --- a host model's own exceptions, surfaced instead of XLA's "INTERNAL" error ----------------
 _ERRORS: list[BaseException] = []
 _ERRORS_LOCK = threading.Lock()
+_ACTIVE = [0]  # model_errors contexts open, in any thread
 
 
 def _record(err: BaseException) -> None:
     with _ERRORS_LOCK:
         _ERRORS.append(err)
+
+
+class _ReraisedHere(logging.Filter):
+    """Drops JAX's log of a host model's exception ("jax.pure_callback failed" and its traceback)
+    while :func:`model_errors` is open: that context raises the same exception itself."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        err = record.exc_info[1] if record.exc_info else None
+        with _ERRORS_LOCK:
+            return not (_ACTIVE[0] and any(e is err for e in _ERRORS))
+
+
+logging.getLogger("jax._src.callback").addFilter(_ReraisedHere())
 
 
 @contextlib.contextmanager
@@ -163,10 +178,12 @@ def model_errors() -> Iterator[None]:
 
     A NumPy model runs through :func:`jax.pure_callback`; when it raises, XLA reports an
     ``INTERNAL`` runtime error whose message buries the model's. Inside this context the
-    model's exception (its type, message and traceback) is raised instead, chained to nothing.
+    model's exception (its type, message and traceback) is raised instead, chained to nothing,
+    and JAX's log of it (a second traceback on stderr) is dropped.
     """
     with _ERRORS_LOCK:
         start = len(_ERRORS)
+        _ACTIVE[0] += 1
     try:
         yield
     except Exception as err:
@@ -179,6 +196,7 @@ def model_errors() -> Iterator[None]:
     finally:
         with _ERRORS_LOCK:
             del _ERRORS[start:]
+            _ACTIVE[0] -= 1
 
 
 def _owner(model: Callable) -> Any:

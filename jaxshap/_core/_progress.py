@@ -1,13 +1,18 @@
-"""A small text progress bar for long explanations (no third-party dependency).
+"""Progress bars for long explanations: tqdm's when it is installed, else a small text bar.
 
 The bar counts explained rows and shows the rate and the time left::
 
     Explaining   42% |########            |  4200/10000 rows  1.3e+03 rows/s  3.2s elapsed  4.5s left
 
-It is drawn on ``sys.stderr`` with carriage returns, redrawn at most a few times a second, and
-only after ``delay`` seconds, so short runs print nothing. By default it is shown only when
-``sys.stderr`` is an interactive terminal and never while JAX is tracing (inside ``jax.jit``,
-``jax.grad`` or ``jax.vmap`` nothing can be waited for, so there is nothing to report).
+It appears only after ``delay`` seconds, so short runs print nothing, and never while JAX is
+tracing (inside ``jax.jit``, ``jax.grad`` or ``jax.vmap`` nothing can be waited for). On the
+default stream (``sys.stderr``) it is ``tqdm.auto``'s bar when tqdm is installed (a widget in a
+notebook, as shap's), else the text bar above, redrawn in place at most a few times a second.
+
+By default (``progress=None``) a call shows a bar as shap's explainers do: after
+:data:`SHAP_DELAY` seconds, in a terminal, a notebook or piped output alike, for a run of at
+least :data:`LONG_RUN_EVALS` model evaluations (a bar makes the rows run in host-level blocks,
+which a short run should not pay for), and in a terminal for any run.
 """
 
 from __future__ import annotations
@@ -15,6 +20,13 @@ from __future__ import annotations
 import sys
 import time
 from typing import IO, Any
+
+SHAP_DELAY = 10.0
+"""Seconds before the default bar appears: shap's explainers start their tqdm bar after 10 s."""
+
+LONG_RUN_EVALS = 2**25
+"""Model evaluations from which a call shows the default bar wherever its output goes (about 8
+host-level blocks of :data:`jaxshap._core._chunking.BLOCK_EVALS`)."""
 
 
 def _trace_state_clean() -> bool:
@@ -27,8 +39,10 @@ def _trace_state_clean() -> bool:
         return True
 
 
-def wants_progress(progress: Any) -> bool:
-    """Resolve the ``progress`` argument: ``None`` means "when stderr is a terminal".
+def wants_progress(progress: Any, evals: int | None = None) -> bool:
+    """Resolve the ``progress`` argument of a call of ``evals`` model evaluations (``None``:
+    unknown): ``None`` means a run of at least :data:`LONG_RUN_EVALS`, or ``sys.stderr`` being a
+    terminal.
 
     Raises:
       TypeError: when ``progress`` is neither ``None`` nor a bool.
@@ -38,9 +52,19 @@ def wants_progress(progress: Any) -> bool:
     if not _trace_state_clean():
         return False
     if progress is None:
+        if evals is not None and evals >= LONG_RUN_EVALS:
+            return True
         stream = sys.stderr
         return bool(getattr(stream, "isatty", lambda: False)())
     return progress
+
+
+def progress_bar(progress: Any, total: int | None, evals: int | None = None) -> "ProgressBar | None":
+    """The bar of a call (see :func:`wants_progress`), or ``None``: shown after 1 s when asked
+    for (``progress=True``), after :data:`SHAP_DELAY` by default."""
+    if not wants_progress(progress, evals):
+        return None
+    return ProgressBar(total, delay=1.0 if progress else SHAP_DELAY)
 
 
 def _duration(seconds: float) -> str:
@@ -52,12 +76,13 @@ def _duration(seconds: float) -> str:
 
 
 class ProgressBar:
-    """Rows done, rate and time left, redrawn in place on a text stream.
+    """Rows done, rate and time left: tqdm's bar on ``sys.stderr`` when tqdm is installed, else
+    redrawn in place on a text stream.
 
     Args:
       total: number of rows, or ``None`` when unknown (a stream): then no percentage or time left.
       desc: label in front of the bar.
-      stream: where to draw; ``sys.stderr`` by default.
+      stream: where to draw the text bar (never tqdm's); ``sys.stderr`` (tqdm's when installed) by default.
       delay: seconds before the first draw (short runs stay silent).
       interval: least seconds between redraws.
     """
@@ -73,28 +98,54 @@ class ProgressBar:
     ):
         self.total = total
         self.desc = desc
+        self.own_stream = stream is not None
         self.stream = sys.stderr if stream is None else stream
         self.delay = delay
         self.interval = interval
         self.width = width
         self.done = 0
         self.start = time.perf_counter()
+        self._wall_start = time.time()
         self._last_draw = None
+        self._tqdm = None
+
+    def _open_tqdm(self) -> bool:
+        """On the default stream, open tqdm's bar (``tqdm.auto``) at the first draw, counting
+        from this bar's start; ``False`` when tqdm is not installed or a stream was given."""
+        if self.own_stream:
+            return False
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:
+            return False
+        self._tqdm = tqdm(total=self.total, initial=self.done, desc=self.desc, unit="rows")
+        self._tqdm.start_t = self._wall_start
+        self._tqdm.refresh()
+        return True
 
     def update(self, rows: int) -> None:
         """Count ``rows`` more rows as explained and redraw when due."""
         self.done += int(rows)
+        if self._tqdm is not None:
+            self._tqdm.update(int(rows))
+            return
         now = time.perf_counter()
         if now - self.start < self.delay:
             return
         if self._last_draw is not None and now - self._last_draw < self.interval:
+            return
+        if self._last_draw is None and self._open_tqdm():
             return
         self._draw(now)
 
     def close(self) -> None:
         """Draw the final state (if anything was drawn, or the run outlasted ``delay``) and end the line."""
         now = time.perf_counter()
-        if self._last_draw is not None or now - self.start >= self.delay:
+        if self._tqdm is None and self._last_draw is None and now - self.start >= self.delay:
+            self._open_tqdm()
+        if self._tqdm is not None:
+            self._tqdm.close()
+        elif self._last_draw is not None or now - self.start >= self.delay:
             self._draw(now)
             self.stream.write("\n")
             self.stream.flush()

@@ -50,7 +50,8 @@ from .._core._validate import DEFAULT_MEMORY_BUDGET
 from .._core._validate import memory_budget as check_memory_budget
 from .._core._categorical import encode_categories
 from .._core._chunking import chunk_capacity, map_chunks, plan_chunks
-from .._core._inputs import align_columns, as_matrix, check_finite_rows, check_n_features, default_output_names, is_traced
+from .._core._inputs import (align_columns, as_matrix, check_finite_rows, check_missing_for_model, check_n_features,
+                             default_output_names, is_traced)
 from .._core._inputs import resolve_feature_names
 from .._core._links import check_link_outputs, link_function, resolve_link
 from .._core._frame_model import as_frame_model
@@ -290,11 +291,13 @@ class CoalitionExplainer(ShapAPI, RowExplainer):
 
     def _validate(self, X: Any) -> jax.Array:
         # NaN in X is passed to the model, as shap does (XGBoost and others handle missing values);
-        # a model output that is NaN or inf is reported by _wrap, naming the rows.
+        # a model that raises or returns NaN on those rows is named before it runs, and a model
+        # output that is NaN or inf elsewhere is reported by _wrap, naming the rows.
         X = align_columns(X, self.masker.column_names, "X")
         X = encode_categories(X, self.masker.column_categories, self.masker.column_names)  # labels: the masker's codes
         X = as_matrix(X, "X", dtype=self.masker.dtype)
         check_n_features(X, self.masker.n_columns, "X", "the background")
+        check_missing_for_model(X, self.model.model if self.model.is_host else self.model.fn)
         return X
 
     def _wrap(self, phi, base, stderr, X, names) -> Explanation:

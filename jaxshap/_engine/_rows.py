@@ -33,7 +33,7 @@ from .._core._chunking import chunk_bytes, map_chunks, plan_blocks
 from .._core._inputs import as_key, column_names, is_sparse, is_traced
 from .._core._model import model_errors
 from ._program import run_rows
-from .._core._progress import ProgressBar, wants_progress
+from .._core._progress import ProgressBar, progress_bar
 from .._core._pytree import register_fields
 from .._core._streaming import check_batch_size, cut_batches, is_single_batch, total_rows
 
@@ -181,8 +181,9 @@ class RowExplainer:
             across hosts".
           key: PRNG key for sampling estimators; ``None`` means ``jax.random.key(0)``. Row ``i``
             uses ``fold_in(key, i)``, whatever the chunks, blocks or devices.
-          progress: show a progress bar (rows done, rate, time left) on ``sys.stderr``; ``None``
-            (the default) shows it only when ``sys.stderr`` is an interactive terminal. Never
+          progress: show a progress bar (rows done, rate, time left; tqdm's when installed) on
+            ``sys.stderr`` after 1 s; ``None`` (the default): as shap, after 10 s, for a run of
+            many model evaluations or in a terminal (see :mod:`jaxshap._core._progress`). Never
             shown while JAX is tracing (inside ``jax.jit``, ``jax.grad``, ``jax.vmap``). With a
             bar the rows run as successive equal blocks of one compiled program.
           devices: ``None`` (default) runs where ``X`` lies; ``"local"`` shards the rows over
@@ -200,8 +201,8 @@ class RowExplainer:
         X = self._validate(X)
         if X.shape[0] == 0:
             return self._empty(X, names)
-        show = wants_progress(progress) and not is_traced(X)
-        bar = ProgressBar(X.shape[0]) if show else None
+        bar = None if is_traced(X) else progress_bar(progress, X.shape[0], X.shape[0] * self._evals_per_row())
+        show = bar is not None
         with model_errors():
             try:
                 phi, base, stderr = self._run(X, key, 0, devices, bar, blocked=show)
@@ -254,10 +255,9 @@ class RowExplainer:
         """
         batch_size = check_batch_size(batch_size)
         key = as_key(key)
-        show = wants_progress(progress)
         if is_single_batch(batches):  # a DataFrame's columns are matched to the explainer's once, before it is cut
             batches = self._align(batches)
-        bar = ProgressBar(total_rows(batches)) if show else None
+        bar = progress_bar(progress, total_rows(batches))
         if batch_size is None and is_single_batch(batches):
             n = max(int(batches.shape[0]), 1)  # planned for one row: an empty array yields no batch
             rows, _ = self._plan(n)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import logging
 import pickle
 import warnings
 from typing import Any
@@ -31,6 +32,7 @@ from .._core._model import is_host_model, local_x64
 from .._result._explanation import Explanation
 from .._result._host import to_host
 from ..maskers._independent import shap_sample_rows
+from ..maskers._kmeans import is_summary
 
 SHAP_BACKGROUND_ROWS = 100
 """Background rows shap's Exact, Permutation, Partition, Tree and interventional Linear
@@ -55,6 +57,19 @@ def unpickle_explainer(file: Any, cls: type, what: str) -> Any:
     return obj
 
 
+def _rebuild_in_x64(payload: bytes) -> Any:
+    """An explainer pickled by :meth:`ShapAPI.__reduce_ex__` in float64, unpickled with JAX's x64
+    mode on (so its float64 arrays come back float64, not cut to float32)."""
+    with local_x64():
+        make, args, state = pickle.loads(payload)
+        obj = make(*args)
+        if state is not None and hasattr(obj, "__setstate__"):
+            obj.__setstate__(state)
+        elif state is not None:
+            obj.__dict__.update(state)
+    return obj
+
+
 def _is_one_row(X: Any) -> bool:
     """True for a single row given as a 1-D array, list or pandas Series."""
     if hasattr(X, "columns"):  # a DataFrame, even of one row, keeps its row axis
@@ -73,19 +88,23 @@ def is_rows(data: Any) -> bool:
 def shap_background(data: Any, who: str) -> Any:
     """The background rows shap's explainer of this name uses: an array or DataFrame of more
     than :data:`SHAP_BACKGROUND_ROWS` rows becomes shap's sample of 100 rows
-    (``shap.utils.sample(data, 100)``, the same rows), with a warning saying how to keep every
-    row; anything else is returned as it is.
+    (``shap.utils.sample(data, 100)``, the same rows), silently as shap (an INFO record on the
+    ``"jaxshap"`` logger says how to keep every row); anything else is returned as it is.
     """
+    if is_summary(data):
+        raise ValueError(
+            f"{who} averages over background rows with equal weights and takes no weighted summary "
+            "(jaxshap.kmeans, shap.kmeans); pass rows (jaxshap.sample(X, 100)), or explain the model's "
+            "prediction function with jaxshap.ExactExplainer or KernelExplainer, which take the weights."
+        )
     if not is_rows(data) or data.shape[0] <= SHAP_BACKGROUND_ROWS:
         return data
     n = int(data.shape[0])
     pick = shap_sample_rows(n, SHAP_BACKGROUND_ROWS)
-    warnings.warn(
-        f"{who}: the background has {n} rows; keeping shap's sample of {SHAP_BACKGROUND_ROWS} (as shap's "
-        f"explainer of this name does). Pass jaxshap.maskers.Independent(data, max_samples=None) to keep all "
-        f"{n} rows (the cost grows with them).",
-        UserWarning,
-        stacklevel=3,
+    logging.getLogger("jaxshap").info(
+        "%s: the background has %d rows; keeping shap's sample of %d (as shap's explainer of this name does). "
+        "Pass jaxshap.maskers.Independent(data, max_samples=None) to keep all %d rows (the cost grows with them).",
+        who, n, SHAP_BACKGROUND_ROWS, n,
     )
     return data.iloc[pick] if hasattr(data, "iloc") else data[pick]
 
@@ -155,7 +174,7 @@ def _shap_keywords(init: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict, d
 def float64_rows(data: Any) -> bool:
     """Rows that hold float64 (or integer) numbers: a DataFrame (read as float64), a float64
     or integer array, or a weighted summary of such rows (``shap.kmeans``)."""
-    if hasattr(data, "weights") and hasattr(data, "data") and not hasattr(data, "shape"):
+    if is_summary(data):
         data = data.data
     if not is_rows(data) or hasattr(data, "nnz"):
         return False
@@ -322,9 +341,11 @@ def _kernel_budget(explainer: Any, nsamples: Any, l1_reg: Any) -> Any:
     """shap's ``shap_values(X, nsamples=..., l1_reg=...)`` on a KernelExplainer."""
     if l1_reg not in ("auto", False, 0, None):
         raise ValueError(
-            f"l1_reg={l1_reg!r}: jaxshap's KernelExplainer solves the full constrained regression and has no L1 "
-            "feature selection; pass l1_reg='auto' or False (with 'auto' shap selects features only when fewer "
-            "than 20% of the coalitions are sampled)."
+            f"l1_reg={l1_reg!r}: jaxshap's KernelExplainer solves the full constrained regression, with no L1 "
+            "feature selection; pass l1_reg=False ('auto' and None mean the same here). shap's default "
+            "l1_reg='num_features(10)' (since shap 0.47) keeps the first 10 features of a LARS path whenever more "
+            "than 10 features vary, whatever the budget (even when every coalition is enumerated), and gives the "
+            "others 0; shap's shap_values(X, l1_reg=False) computes what jaxshap does."
         )
     if nsamples is None or nsamples == "auto":
         return explainer
@@ -399,14 +420,23 @@ class ShapAPI:
             constructor's ``seed=``).
           nsamples: KernelExplainer's budget for this call, as shap's (``"auto"`` or ``None``:
             the explainer's own ``n_coalitions``).
-          l1_reg: shap's L1 feature selection: only ``"auto"`` and ``False`` are accepted, and
-            no selection is made (the regression is solved in full).
+          l1_reg: shap's L1 feature selection: only ``False`` (``"auto"``, ``None``) is accepted,
+            and no selection is made (the regression is solved in full, as shap's
+            ``l1_reg=False``; shap's default ``"num_features(10)"`` keeps 10 features when more vary).
           **kwargs: passed on to the explainer's call (``progress=``, ``silent=``, ``max_evals=``).
         """
         explainer = _kernel_budget(self, nsamples, l1_reg)
         expl = explainer(X, key=key, **kwargs) if key is not None else explainer(X, **kwargs)
         values = np.asarray(expl.values)
         return values[0] if _is_one_row(X) and values.shape[0] == 1 else values
+
+    def __reduce_ex__(self, protocol: int) -> Any:
+        """Pickle as usual; an explainer that computes in float64 (``x64_``) is rebuilt with JAX's
+        x64 mode on, so a loaded copy computes exactly as the original."""
+        reduced = super().__reduce_ex__(protocol)
+        if not getattr(self, "x64_", False) or not isinstance(reduced, tuple):
+            return reduced
+        return _rebuild_in_x64, (pickle.dumps(tuple(reduced[:3]), protocol),)
 
     def save(self, file: Any) -> None:
         """Save the explainer with :mod:`pickle` (``file``: a path or a binary file object).

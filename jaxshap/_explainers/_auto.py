@@ -11,6 +11,7 @@ from .._engine._shap_api import is_rows, unpickle_explainer
 from .._tree._import import reader_for
 from ..maskers import Independent
 from ..maskers._function import FunctionMasker, is_function_masker
+from ..maskers._kmeans import is_summary
 from ..maskers._players import player_masker
 from ._deferred import DeferredExplainer
 from ._exact import MAX_EXACT_FEATURES, ExactExplainer
@@ -144,7 +145,7 @@ class Explainer(abc.ABC):
         else:
             reason = f"algorithm={algorithm!r}"
         chosen = {"exact": ExactExplainer, "permutation": PermutationExplainer, "kernel": KernelExplainer}[algorithm]
-        if algorithm != "kernel" and is_rows(rows):  # the same rows, read by the explainer in its precision
+        if algorithm != "kernel" and (is_rows(rows) or is_summary(rows)):  # read by the explainer in its precision
             with warnings.catch_warnings():  # the sampling warning was given above
                 warnings.simplefilter("ignore")
                 return _mark(chosen(model, rows, link=link, **names, **kwargs), reason)

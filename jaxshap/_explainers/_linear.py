@@ -31,6 +31,7 @@ from .._core._inputs import (
 from .._core._model import declared_output_names
 from .._engine._shap_api import ShapAPI, linear_background
 from .._engine._rows import RowExplainer
+from ..maskers._kmeans import is_summary, summary_moments
 from .._algebra._linear import exact_transform, sampled_transform, to_data_units
 from .._platform._threads import single_threaded_blas
 
@@ -124,8 +125,9 @@ class LinearExplainer(ShapAPI, RowExplainer):
       data: samples ``[N, M]`` (array or DataFrame; the mean, and the covariance when needed, are
         estimated from them: interventional, from shap's sample of 100 rows of a larger
         background, as shap's ``LinearExplainer``), a ``(mean, cov)`` pair (``cov`` may be
-        ``None`` for ``"interventional"``), or a ``maskers.Independent`` masker (its rows;
-        interventional).
+        ``None`` for ``"interventional"``), a ``maskers.Independent`` masker (its rows;
+        interventional), or a weighted summary (``jaxshap.kmeans(X, k)``: the weighted mean and
+        covariance of its centres).
       feature_perturbation: ``"interventional"`` or ``"correlation_dependent"`` (``None``: the default).
       method: ``"auto"``, ``"exact"`` or ``"sampled"``, how to compute ``T`` (correlation-dependent only).
       n_permutations: walks averaged by the sampled method, an even number (a permutation and
@@ -178,6 +180,8 @@ class LinearExplainer(ShapAPI, RowExplainer):
         coef, intercept, self._single = parse_linear_model(model)
         self._output_names = declared_output_names(model, coef.shape[0])  # a classifier's classes_
         correlated = feature_perturbation == "correlation_dependent"
+        if is_summary(data):  # jaxshap.kmeans / shap.kmeans: the moments of the weighted rows
+            data = summary_moments(data, correlated)
         data = linear_background(data, feature_perturbation)  # the rows shap's LinearExplainer uses
         mean, cov, names, dtype, from_data = self._moments(data, coef.shape[1], need_cov=correlated)
         coef, intercept = coef.astype(dtype), intercept.astype(dtype)

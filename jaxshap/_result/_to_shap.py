@@ -22,10 +22,14 @@ def _history(expl: Any, shap: Any) -> list:
 
 
 def _numpy(a: Any) -> Any:
-    """``a`` as NumPy (gathered from any device), a 0-d array as a NumPy scalar; ``None`` passes."""
+    """``a`` as NumPy (gathered from any device), floating numbers as float64 (shap's own results
+    are float64, and its plots place labels ``1e-8`` apart, which float32 cannot resolve), a 0-d
+    array as a NumPy scalar; ``None`` passes."""
     if a is None:
         return None
     a = np.asarray(a)
+    if np.issubdtype(a.dtype, np.floating):
+        a = a.astype(np.float64)
     return a[()] if a.ndim == 0 else a
 
 
@@ -50,9 +54,9 @@ def to_shap(expl: Any, interactions: bool = False) -> Any:
     if expl._output_names is not None and not isinstance(expl._output_names, str):
         kwargs["output_names"] = expl.output_names
     if expl._stderr is not None and not interactions:
-        kwargs["error_std"] = np.asarray(expl._stderr)
+        kwargs["error_std"] = _numpy(expl._stderr)
     if inter is not None and not interactions and FEATURES in expl._axes:
-        inter = np.asarray(inter)
+        inter = _numpy(inter)
         axis = expl._axes.index(FEATURES)
         kwargs["main_effects"] = np.moveaxis(np.diagonal(inter, axis1=axis, axis2=axis + 1), -1, axis)
     names = expl.feature_names

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import warnings
+import logging
 from typing import Any, Callable
 
 import jax
@@ -13,6 +13,7 @@ from .._core._categorical import category_codes, frame_categories
 from .._core._inputs import as_matrix, check_finite, column_names, is_traced
 from .._core._validate import integer
 from ._base import Masker
+from ._kmeans import is_summary
 
 DEFAULT_MAX_SAMPLES = 100
 """Background rows kept by default, as ``shap.maskers.Independent``."""
@@ -55,7 +56,7 @@ def _read_background(data: Any) -> tuple[Any, Any, Any]:
         if "mean" not in data:
             raise ValueError("a `data` dict must hold the background's 'mean' (and optionally 'cov').")
         return np.asarray(data["mean"])[None, :], None, None
-    if hasattr(data, "weights") and hasattr(data, "data") and not hasattr(data, "shape"):
+    if is_summary(data):
         names = getattr(data, "group_names", None)
         names = [str(n) for n in names] if names is not None else None
         return data.data, data.weights, names
@@ -77,10 +78,12 @@ class Independent(Masker):
     Args:
       data: background rows ``[B, M]``: an array, DataFrame or ``scipy.sparse`` matrix; a
         ``{"mean": [M], "cov": ...}`` dict (one background row, the mean, as shap); or a weighted
-        summary with ``.data`` ``[k, M]`` and ``.weights`` ``[k]`` (such as ``shap.kmeans(X, k)``).
+        summary with ``.data`` ``[k, M]`` and ``.weights`` ``[k]`` (``jaxshap.kmeans(X, k)`` or
+        ``shap.kmeans(X, k)``).
       max_samples: keep at most this many background rows (default 100, as
         ``shap.maskers.Independent``): a larger background is subsampled (the same rows shap
-        keeps, or drawn with ``key``) with a warning. ``None`` keeps every row. The cost of every
+        keeps, or drawn with ``key``), silently as in shap (a ``logging`` INFO record on the
+        ``"jaxshap"`` logger, as shap 0.52 logs it). ``None`` keeps every row. The cost of every
         explainer grows linearly with the rows kept.
       key: PRNG key for the subsample; ``None`` draws shap's rows (``shap.utils.sample``).
       weights: ``[B]`` non-negative weights of the rows (normalised to sum to 1), for a weighted
@@ -115,12 +118,10 @@ class Independent(Masker):
                 pick = shap_sample_rows(n_rows, max_samples)
             else:
                 pick = np.asarray(jax.random.choice(key, n_rows, (max_samples,), replace=False))
-            warnings.warn(
-                f"jaxshap.maskers.Independent: the background has {n_rows} rows; keeping a random sample of "
-                f"{max_samples} (max_samples={max_samples}, as shap does). Pass max_samples=None to keep "
-                f"all {n_rows} rows (the cost grows with them), or a weighted summary (k-means centres and weights).",
-                UserWarning,
-                stacklevel=2,
+            logging.getLogger("jaxshap").info(
+                "jaxshap.maskers.Independent: the background has %d rows; keeping a random sample of %d "
+                "(max_samples=%d, as shap does). Pass max_samples=None to keep all %d rows (the cost grows with "
+                "them), or a weighted summary (jaxshap.kmeans).", n_rows, max_samples, max_samples, n_rows,
             )
             data = data.iloc[pick] if hasattr(data, "iloc") else data[pick]
             weights = None if weights is None else weights[pick]
