@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._result._explanation import Explanation
+from .._result._host import to_host
 from .._core._warnings import user_stacklevel
 from .._algebra._covariance import check_numeric, host64, sample_moments, standard_gaussian, warn_regularised
 from .._algebra._gaussian import precision_matrix
@@ -305,8 +306,9 @@ class LinearExplainer(ShapAPI, RowExplainer):
         return mean, cov, names, dtype, not is_traced(x)
 
     @property
-    def expected_value(self) -> jax.Array:
-        return self._expected[0] if self._single else self._expected
+    def expected_value(self) -> Any:
+        """The base value ``f(E[x])``: NumPy outside traced code, a scalar for one output."""
+        return to_host(self._expected[0] if self._single else self._expected)
 
     # --- the shared runtime's contract (see jaxshap._engine._rows) ---------------------------
     def _align(self, X: Any) -> Any:

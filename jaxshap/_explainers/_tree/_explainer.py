@@ -21,6 +21,7 @@ from ..._core._validate import DEFAULT_MEMORY_BUDGET, choice, memory_budget as c
 from ..._engine._shap_api import ShapAPI, shap_background
 from ..._result._decomposition import Decomposition
 from ..._result._explanation import Explanation
+from ..._result._host import to_host
 from ..._tree._import import find_reader
 from ..._tree._rows import host_rows
 from ._build import Build, TreeBuilder, cover_from_data
@@ -287,7 +288,7 @@ class TreeExplainer(ExplainRows, ShapAPI):
         """The base value: ``[K]`` (a scalar for a single output); for ``log_loss``, whose base
         value depends on the label, a function of the label ``y``, as shap's:
         ``explainer.expected_value(y)`` is the mean loss over the background at label ``y``."""
-        return self._output.expected_value(self._default, self.dtype)
+        return to_host(self._output.expected_value(self._default, self.dtype))
 
     # --- the default build's internals (tests read them) --------------------------------------
     @property
