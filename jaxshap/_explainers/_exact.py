@@ -8,7 +8,7 @@ import jax.numpy as jnp
 
 from .._coalitions._masks import all_masks
 from .._estimators._interactions import INDICES, shapley_and_interactions
-from .._engine._explainer import CoalitionExplainer
+from .._engine._explainer import ModelAgnosticExplainer
 from .._engine._shap_api import interactions_as_values
 from ..maskers._base import SHAPLEY
 
@@ -20,7 +20,7 @@ DEFAULT_INDEX = "STII"
 """The index behind ``interactions=True`` without ``index=``: shap's ``ExactExplainer`` ``interactions=2``."""
 
 
-class ExactExplainer(CoalitionExplainer):
+class ExactExplainer(ModelAgnosticExplainer):
     r"""Exact Shapley values by enumerating every coalition; exact interaction values on request.
 
     .. math::

@@ -10,7 +10,7 @@ import numpy as np
 
 from .._core._chunking import map_chunks
 from .._core._validate import DEFAULT_MEMORY_BUDGET, flag, integer, number
-from .._engine._explainer import CoalitionExplainer
+from .._engine._explainer import ModelAgnosticExplainer
 from .._core._inputs import is_traced
 from .._engine._program import Deferred
 from .._platform._threads import single_threaded_lapack
@@ -40,7 +40,7 @@ def _sampler_choice(sampler: Any) -> Sampler | Auto:
     return Sampler.resolve(sampler, others=("auto",))
 
 
-class KernelExplainer(CoalitionExplainer):
+class KernelExplainer(ModelAgnosticExplainer):
     r"""KernelSHAP: Shapley values as a weighted least-squares fit over sampled coalitions.
 
     Coalitions ``S`` are drawn under the Shapley kernel ``k(M, s) = (M - 1) / (C(M, s) s (M - s))``
@@ -145,10 +145,10 @@ class KernelExplainer(CoalitionExplainer):
       feature_names: optional feature names.
       memory_budget: bytes one chunk of evaluations may use.
       link: ``"identity"`` or ``"logit"`` (explain the log-odds of a probability output, as
-        shap's ``link``; see :class:`jaxshap._engine._explainer.CoalitionExplainer`).
+        shap's ``link``; see :class:`jaxshap._engine._explainer.ModelAgnosticExplainer`).
       groups, causal_ordering, confounding, asymmetric: groups of columns as the players, causal
         and asymmetric Shapley values (shapr's arguments; see
-        :class:`jaxshap._engine._explainer.CoalitionExplainer`); asymmetric values are refused
+        :class:`jaxshap._engine._explainer.ModelAgnosticExplainer`); asymmetric values are refused
         (no regression form: ExactExplainer or PermutationExplainer computes them).
 
     Raises:
