@@ -312,17 +312,23 @@ def test_memory_budget_bool_rejected_by_helper():
 
 
 def test_one_blas_thread_caps_and_restores():
-    """The host algebra's block holds every loaded BLAS at one thread and restores the counts
-    (through threadpoolctl; without it the block changes nothing)."""
+    """The block holds every loaded BLAS at one thread, or with ``lapack=True`` the one behind
+    jaxlib's LAPACK and not NumPy's own, and restores the counts (through threadpoolctl)."""
     threadpoolctl = pytest.importorskip("threadpoolctl")
     from jaxshap._platform._threads import one_blas_thread
 
     np.ones((64, 64)) @ np.ones((64, 64))  # NumPy's BLAS is loaded
+    jnp.linalg.cholesky(jnp.eye(3)).block_until_ready()  # and the LAPACK jaxlib calls
     with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
-        counts = lambda: [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]  # noqa: E731
+        counts = lambda: {i["filepath"]: i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"}  # noqa: E731
         before = counts()
         if not before:
             pytest.skip("no BLAS library that threadpoolctl controls")
         with one_blas_thread():
-            assert counts() == [1] * len(before)
+            assert set(counts().values()) == {1}
+        assert counts() == before
+        numpy_own = {p for p in before if "numpy" in p.split("site-packages")[-1]}
+        with one_blas_thread(lapack=True):
+            now = counts()
+            assert all(now[p] == (before[p] if p in numpy_own else 1) for p in before), now
         assert counts() == before

@@ -34,10 +34,17 @@ def ranked(population: int) -> bool:
     return population <= MAX_RANKED
 
 
-def smallest(scores: Any, ks: Any) -> jax.Array:
+def smallest(scores: Any, ks: Any, most: int | None = None) -> jax.Array:
     """Each row's ``k`` positions of smallest score (a uniform ``k``-subset for i.i.d. uniform
-    scores); ``ks`` broadcasts against ``scores.shape[:-1]``."""
-    return jnp.argsort(jnp.argsort(scores, axis=-1), axis=-1) < jnp.asarray(ks)[..., None]
+    scores; ties go to the lower position); ``ks`` broadcasts against ``scores.shape[:-1]`` and
+    is at most ``most`` (static; default every position). One partial sort (``lax.top_k``) and a
+    scatter, where ranking by two full sorts is several times slower on a CPU."""
+    scores = jnp.asarray(scores)
+    m = scores.shape[-1]
+    order = jax.lax.top_k(-scores, m if most is None else most)[1]  # positions by increasing score
+    take = jnp.broadcast_to(jnp.arange(order.shape[-1]) < jnp.asarray(ks)[..., None], order.shape)
+    rows = jnp.indices(order.shape[:-1] + (1,), sparse=True)[:-1]
+    return jnp.zeros(scores.shape, bool).at[(*rows, order)].set(take)
 
 
 def unrank(ranks: jax.Array, n_items: int, ks: np.ndarray) -> jax.Array:
@@ -114,7 +121,7 @@ def _draw_sets(key: jax.Array, m: int, strata: tuple[Stratum, ...]) -> jax.Array
         scores = jax.random.uniform(k_unif, (int((~by_rank).sum()), n, m))
         # a middle stratum scores the last position out (the shift below moves the rest right)
         scores = jnp.where(jnp.asarray(middle[~by_rank])[:, None, None] & (jnp.arange(m) == m - 1), 2.0, scores)
-        parts.append(smallest(scores, ks[~by_rank][:, None]))
+        parts.append(smallest(scores, ks[~by_rank][:, None], int(ks[~by_rank].max())))
     order = np.argsort(np.concatenate([np.flatnonzero(by_rank), np.flatnonzero(~by_rank)]), kind="stable")
     sets = jnp.concatenate(parts, axis=0)[order]
     if middle.any():

@@ -60,9 +60,6 @@ class RowPrior(Registered, abc.ABC, family=("KernelSHAP prior", "prior", "jaxsha
     draw); it is then selected by that name or by an instance.
     """
 
-    solves_per_row = False
-    """Whether :meth:`apply` factorises a matrix per row (a batched LAPACK call)."""
-
     def row_elements(self, units: int, features: int, shared: bool = True) -> int:
         """Array elements one row's :meth:`apply` holds besides the shared operators' (for the
         memory plan), with ``units`` regression rows; ``shared=False``: each row has its own draw."""
@@ -146,10 +143,6 @@ class Hierarchical(RowPrior):
     kernel :func:`jaxshap._estimators._control_variates.weighted_triple_kernel`), ``U`` about half
     the coalitions. :class:`Leading` gets most of its gain as a low-rank update.
 
-    On a CPU each row's factorisation is a LAPACK call, which runs on SciPy's OpenBLAS beside XLA's
-    own threads: with few cores, start Python with ``OPENBLAS_NUM_THREADS=1`` (or wrap the call in
-    ``threadpoolctl.threadpool_limits(1)``) to keep the two pools from competing.
-
     Attributes:
       power: ``p``, the power of ``|phi_j|`` in the feature scales (``0``: the isotropic prior).
       mix: ``mu`` in ``[0, 1]``, the share of the variance kept isotropic (``1``: isotropic).
@@ -158,7 +151,6 @@ class Hierarchical(RowPrior):
     power: float = 1.0
     mix: float = 0.3
     name = "hierarchical"
-    solves_per_row = True
 
     def __post_init__(self):
         number(self.power, "power", least=0.0)
@@ -267,7 +259,6 @@ class Leading(Hierarchical):
     tail: float = 1.0
     rows_per_term: int = 5
     name = "leading"
-    solves_per_row = False  # its per-row inverses are sweeps (XLA operations), not LAPACK calls
 
     def __post_init__(self):
         super().__post_init__()

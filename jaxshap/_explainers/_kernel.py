@@ -19,6 +19,7 @@ from .._engine._explainer import CoalitionExplainer
 from .._estimators._kernel import draw_operators, kernel_shapley, third_order_ridge
 from .._estimators._kernel_priors import RowPrior
 from .._platform._lapack_order import after
+from .._platform._threads import one_blas_thread
 from ..maskers._base import SHAPLEY
 
 
@@ -122,10 +123,8 @@ class KernelExplainer(CoalitionExplainer):
         (:meth:`jaxshap.coalitions.Auto.prior`): the leading-terms prior up to
         ``Auto.prior_units`` (32) coalitions per feature and ``Auto.prior_coalitions`` (2048) in
         all, the isotropic one above, so the default budget (``2 M + 2048``) shares one solve. The
-        leading-terms prior lowers the squared error 1.3x-2.3x on tree models' games (1.0x-1.4x on
-        an MLP's) at equal model evaluations, for 1.1x-1.25x plain KernelSHAP's warm time and
-        a first call 0.3-1.8 s longer on a CPU (more to compile; ``bench/scenarios/kernel_speed.py``:
-        an MLP with 100 background rows, 160 to 2000 coalitions); the hierarchical prior's
+        leading-terms prior lowers the squared error at equal model evaluations for a low-rank
+        update per row (measured in ``bench/scenarios/kernel_accuracy.py`` and ``kernel_speed.py``); the hierarchical prior's
         per-row solve costs more. The attribute ``prior`` holds the choice: a name when a name
         (or ``"auto"``) was given, else the instance.
       shared_coalitions: one draw of coalitions (and one factorisation) for all rows of a
@@ -310,8 +309,17 @@ class KernelExplainer(CoalitionExplainer):
 
         With ``n_coalitions="auto"`` the rows are explained in rounds of independent coalitions
         (round ``r`` uses ``fold_in(key, r)``) until every row meets the tolerance or the cap.
-        Overriding ``_run`` (not ``__call__``) gives the rounds to ``explain_batches`` too.
+        Overriding ``_run`` (not ``__call__``) gives the rounds to ``explain_batches`` too. The
+        programs factorise on a CPU through SciPy's OpenBLAS, held at one thread meanwhile
+        (:func:`jaxshap._platform._threads.one_blas_thread`; XLA's pool already spreads the work).
         """
+        if is_traced(X) or is_traced(key):
+            return self._rounds(X, key, offset, devices, bar, blocked)
+        with one_blas_thread(lapack=True):
+            return jax.block_until_ready(self._rounds(X, key, offset, devices, bar, blocked))
+
+    def _rounds(self, X, key, offset, devices, bar, blocked):
+        """:meth:`_run` without the thread hold."""
         if not self.auto or self.n_coalitions >= all_coalitions(self.n_features):
             return super()._run(X, key, offset, devices, bar, blocked)
         if is_traced(X) or is_traced(key):
