@@ -61,6 +61,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._coalitions._combinatorics import shapley_kernels, shapley_weight
 from .._coalitions._masks import all_masks, exact_coefficients
 from ._precision import full_precision
 from .._coalitions._static_cache import static_cache
@@ -95,13 +96,13 @@ def derivative_weights(index: str, n_features: int, t: int, order: int) -> np.nd
     m = n_features
     q = np.arange(m - t + 1)
     if index in ("SII", "k-SII"):
-        return np.array([1.0 / ((m - t + 1) * math.comb(m - t, int(i))) for i in q])
+        return np.array([shapley_weight(m - t + 1, int(i)) for i in q])
     if index == "BII":
         return np.full(q.shape, 2.0 ** -(m - t))
     if index == "STII":
         if t < order:
             return (q == 0).astype(np.float64)
-        return np.array([t / (m * math.comb(m - 1, int(i))) for i in q])
+        return np.array([t * shapley_weight(m, int(i)) for i in q])
     raise ValueError(f"no derivative weights for index {index!r}")
 
 
@@ -121,15 +122,6 @@ def moment_weights(mu: np.ndarray, n_features: int, t: int) -> np.ndarray:
     return g
 
 
-def kernel_weights(n_features: int) -> np.ndarray:
-    """Shapley kernel ``mu(s)`` for ``s = 0..M``, zero at the empty and the full coalition."""
-    m = n_features
-    w = np.zeros(m + 1)
-    for s in range(1, m):
-        w[s] = (m - 1) / (math.comb(m, s) * s * (m - s))
-    return w
-
-
 @static_cache(64)
 def faith_solution(n_features: int, order: int) -> tuple[tuple[tuple[int, ...], ...], np.ndarray, np.ndarray]:
     r"""The exact Faith-SHAP map for ``M`` features and order ``k``, in float64.
@@ -146,7 +138,7 @@ def faith_solution(n_features: int, order: int) -> tuple[tuple[tuple[int, ...], 
     """
     m, k = n_features, order
     sets = tuple(c for t in range(1, k + 1) for c in itertools.combinations(range(m), t))
-    mu = kernel_weights(m)
+    mu = shapley_kernels(m)
     by_union = np.array(
         [sum(mu[s] * math.comb(m - u, s - u) for s in range(u, m)) for u in range(m + 1)], dtype=np.float64
     )
@@ -246,7 +238,7 @@ def _faith(z: jax.Array, size: jax.Array, y: jax.Array, y_full: jax.Array, order
     """Faith-SHAP orders ``1..k``, ``[M]*t + [K]``."""
     m = z.shape[1]
     sets, a_mat, a_vec = faith_solution(m, order)
-    mu = jnp.asarray(kernel_weights(m), y.dtype)[size]
+    mu = jnp.asarray(shapley_kernels(m), y.dtype)[size]
     moments = weighted_moments(z, mu[:, None] * y, order)  # m_b [M]*b + [K]
     rhs = jnp.stack([moments[len(s)][s] for s in sets])  # [n_sets, K]
     e = jnp.asarray(a_mat, y.dtype) @ rhs + jnp.asarray(a_vec, y.dtype)[:, None] * y_full[None, :]

@@ -33,7 +33,7 @@ from .._core._model import declared_output_names
 from .._engine._shap_api import ShapAPI, linear_background
 from .._engine._rows import RowExplainer
 from .._algebra._linear import exact_transform, sampled_transform, to_data_units
-from .._platform._threads import single_threaded_blas
+from .._platform._threads import one_blas_thread
 
 MAX_AUTO_EXACT_FEATURES = 16
 """``method="auto"`` enumerates all coalitions up to this many features."""
@@ -249,7 +249,7 @@ class LinearExplainer(ShapAPI, RowExplainer):
             if method == "exact":
                 return _exact_transform(g.corr, beta)
             return _sampled_transform(as_key(key), g.corr, beta, n_permutations)
-        with single_threaded_blas():
+        with one_blas_thread():
             if method == "exact":
                 t = _exact_transform(g.corr, beta)
             else:

@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._coalitions._combinatorics import all_codes_bits, shapley_weight
+from .._coalitions._combinatorics import all_codes_bits, shapley_weight, subset_sums
 from .._coalitions._static_cache import static_cache
 
 
@@ -123,9 +123,7 @@ def interventional_tables_host(bg_codes: np.ndarray, n_slots: int, max_chunk_byt
         c = h.shape[0]
         z = np.zeros((c, u + 1, size))
         z[:, pc, codes] = h
-        for i in range(u):  # superset sums, one bit at a time
-            view = z.reshape(c, u + 1, size >> (i + 1), 2, 1 << i)
-            view[:, :, :, 0, :] += view[:, :, :, 1, :]
+        z = subset_sums(z, superset=True)
         z = z.reshape(c, (u + 1) * size)
         s_a = np.zeros((c, size))
         s_b = np.zeros((c, size))
