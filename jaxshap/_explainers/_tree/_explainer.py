@@ -61,14 +61,16 @@ class TreeExplainer(ExplainRows, ShapAPI):
       exactly what :class:`jaxshap.ExactExplainer` with the ``Independent`` masker gives, in time
       independent of ``2**M``.
 
-    Each tree is cut into root-to-leaf paths (as GPUTreeShap does); a path's Shapley values
-    depend on the explained row only through which of its ``L`` distinct features the row
-    follows, an ``L``-bit pattern. Paths are grouped by ``L``; for short paths (``L <= 10``,
-    within half of ``memory_budget``) the values of every pattern are tabulated once when the
-    explainer is built (for the interventional game the background enters only through a
-    histogram of its own patterns), so explaining a row is a gather per path and a scatter-add
-    into the features, ``vmap``-ped over rows and chunked under ``memory_budget``. Longer paths
-    are evaluated directly per row (and per background row), which is slower.
+    Each tree is cut into root-to-leaf paths (as GPUTreeShap does). Path-dependent values are
+    products of each path's factors at Gauss-Legendre nodes, as many as the widest path needs
+    for exact results (Quadrature-TreeSHAP, see :mod:`jaxshap._tree._path_dependent`);
+    interventional values are each leaf's pair game in closed form against chunks of background
+    rows (:mod:`jaxshap._tree._interventional`), or, for paths of at most 10 distinct features
+    (within half of ``memory_budget``), a table over the patterns of followed features built once
+    from the background's pattern histogram. Blocks of paths meet chunks of rows in one compiled
+    loop per group of path widths; the working memory is one block (about 4 MiB) and a row's
+    ``[M, K]`` accumulator, plus, interventional, one chunk of 128 background rows at a time:
+    ``10**5`` background rows need no ``rows x background x leaves`` array.
 
     Routing is exactly the library's own: inputs are rounded to the precision the library
     compares in (float32 for XGBoost and scikit-learn's classic trees, float64 for LightGBM and
@@ -201,7 +203,8 @@ class TreeExplainer(ExplainRows, ShapAPI):
         tree_limit: int | None = None,
         approximate: bool = False,
         check_additivity: bool = True,
-        interactions: bool = False,
+        interactions: bool | int = False,
+        index: str | None = None,
         progress: bool | None = None,
         devices: Any = None,
     ) -> Explanation:
@@ -221,9 +224,19 @@ class TreeExplainer(ExplainRows, ShapAPI):
             with the path-dependent base value, to the raw output.
           check_additivity: check that the values plus the base values reproduce the model's own
             prediction of the explained output, and raise ``RuntimeError`` when they do not.
-          interactions: also compute ``interaction_values`` ``[n, M, M]`` (or ``[n, M, M, K]``):
-            SHAP interaction values (see :meth:`shap_interaction_values`); raw output, default
-            trees, exact values only.
+          interactions: ``True``: the result's ``values`` (and ``interaction_values``) are the
+            pairwise interaction values ``[n, M, M]`` (or ``[n, M, M, K]``), by default shap's
+            SHAP interaction values (see :meth:`shap_interaction_values`); an int ``k``: the
+            order-``k`` tensor ``[n] + [M] * k (+ [K])`` of the index's terms of orders ``1..k``,
+            each set's term split evenly over the index tuples that hold exactly its features
+            (:func:`jaxshap._estimators._interactions.interaction_tensor`; ``k = 2`` is shap's
+            matrix). Exact, for the game of ``feature_perturbation``; raw output, default trees,
+            ``approximate=False`` only.
+          index: the interaction index: ``"k-SII"`` (default; for ``k = 2`` shap's SHAP
+            interaction values, Lundberg et al. 2020), ``"SII"``, ``"STII"``, ``"FSII"`` or
+            ``"BII"`` (see :class:`jaxshap.ExactExplainer`, which gives the same numbers from all
+            ``2**M`` coalitions). Given without ``interactions``, the pairwise
+            ``interaction_values`` are computed beside the SHAP ``values``.
           progress: progress bar on stderr (rows done, rate, time left); ``None`` (default): only
             when stderr is a terminal.
           devices: ``None`` (the default device, or, for a JAX array sharded along its rows over
@@ -241,7 +254,8 @@ class TreeExplainer(ExplainRows, ShapAPI):
         """
         bar = ProgressBar(n_rows(X)) if wants_progress(progress) else None
         try:
-            return self._explain(X, y, tree_limit, approximate, check_additivity, interactions, devices, bar, 0)
+            return self._explain(X, y, tree_limit, approximate, check_additivity, interactions, devices, bar, 0,
+                                 index)
         finally:
             if bar is not None:
                 bar.close()
@@ -294,16 +308,7 @@ class TreeExplainer(ExplainRows, ShapAPI):
     def _default(self) -> Build:
         return self._builder.build(self.ensemble.default_rounds, False)
 
-    @property
-    def _group_tabled(self) -> list:
-        return self._default.tabled
-
-    @property
-    def _use_table(self) -> bool:
-        return all(self._default.tabled)
-
     def _rows_per_chunk(self, n_rows: int, build: Build | None = None) -> int:
-        """Rows per chunk of ``n_rows`` rows under ``memory_budget`` (without the CPU cap that
-        the runtime applies, see :func:`jaxshap._core._chunking.chunk_bytes`)."""
+        """Rows per chunk of ``n_rows`` rows under ``memory_budget``."""
         build = self._default if build is None else build
-        return max(1, min(n_rows, self.memory_budget // self._builder.bytes_per_row(build)))
+        return self._builder.runner(build, False)._plan(n_rows)[0]
