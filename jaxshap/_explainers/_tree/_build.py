@@ -155,12 +155,14 @@ def background_chunks(codes: np.ndarray, fb: np.ndarray | None, dtype, size: int
     return put(codes[idx].reshape(c, b, -1), dtype), put(weight.reshape(c, b), dtype), margins
 
 
-def block_arrays(g: Paths, dtype, extra: dict, per_path: int) -> dict:
-    """One group's blocks on the device: slot tests, scatter index, value, output and ``extra``."""
+def block_arrays(g: Paths, dtype, extra: dict, per_path: int, memory_budget: int) -> dict:
+    """One group's blocks on the device: slot tests, scatter index, value, output and ``extra``;
+    a block's largest temporary (``per_path`` elements a path) is at most :data:`BLOCK_ELEMENTS`
+    elements and a quarter of ``memory_budget``."""
     k = g.n_outputs
     arrays = {"slots": host_slots(g, dtype), "index": (g.feature * k + g.output[:, None]).astype(np.int32),
               "value": np.asarray(g.value, dtype), "output": g.output.astype(np.int32), **extra}
-    block = plan_block(g.n_paths, per_path, BLOCK_ELEMENTS)
+    block = plan_block(g.n_paths, per_path, min(BLOCK_ELEMENTS, memory_budget // (4 * np.dtype(dtype).itemsize)))
     return jax.tree_util.tree_map(jax.device_put, pad_blocks(arrays, g.n_paths, block, SLOT_FILL))
 
 
@@ -224,7 +226,7 @@ class TreeBuilder:
 
     def _saabas(self, g: Paths) -> dict:
         return {"blocks": block_arrays(g, self.dtype, {"saabas": np.asarray(g.saabas, self.dtype)},
-                                       g.n_slots * self.rows)}
+                                       g.n_slots * self.rows, self.memory_budget)}
 
     def _path_dependent(self, g: Paths) -> dict:
         host = shapley_arrays(g.zero_fraction, g.value)
@@ -232,7 +234,7 @@ class TreeBuilder:
         extra = {name: np.asarray(a, self.dtype) for name, a in host.items()}
         extra["zpos"] = host["zpos"]
         extra["z"] = np.asarray(g.zero_fraction, self.dtype)
-        blocks = block_arrays(g, self.dtype, extra, g.n_slots * c0.size * self.rows)
+        blocks = block_arrays(g, self.dtype, extra, g.n_slots * c0.size * self.rows, self.memory_budget)
         return {"blocks": blocks, "c0": put(c0, self.dtype)}
 
     def _interventional(self, paths: Paths, background: np.ndarray, transformed: bool) -> list:
@@ -247,14 +249,14 @@ class TreeBuilder:
             codes = pattern(follows_host(g, background), np)  # [B, P]
             table = tables_host(codes, g.n_slots) * g.value[:, None, None]
             groups.append({"blocks": block_arrays(g, self.dtype, {"table": np.asarray(table, self.dtype)},
-                                                  g.n_slots * self.rows)})
+                                                  g.n_slots * self.rows, self.memory_budget)})
         rest = paths.subset(~tabled, paths.n_slots)
         b = min(background.shape[0], BACKGROUND_CHUNK)
         for g in groups_of(rest, lambda n, w: n * w):
             wa, wb = shapley_tables(g.n_slots)
             per_path = self.rows * b * max(g.n_slots, self.n_outputs, 2)
-            groups.append({"blocks": block_arrays(g, self.dtype, {}, per_path), "wa": put(wa, self.dtype),
-                           "wb": put(wb, self.dtype)})
+            blocks = block_arrays(g, self.dtype, {}, per_path, self.memory_budget)
+            groups.append({"blocks": blocks, "wa": put(wa, self.dtype), "wb": put(wb, self.dtype)})
         return groups
 
     def interaction_groups(self, build: Build, index: str, order: int) -> tuple:
@@ -271,7 +273,7 @@ class TreeBuilder:
         for g in groups_of(paths, lambda n, w: n * w**order):
             extra = {} if pairs else {"z": np.asarray(g.zero_fraction, self.dtype)}
             per_path = g.n_slots**order * nodes.size * rows * b
-            groups.append({"blocks": block_arrays(g, self.dtype, extra, per_path)})
+            groups.append({"blocks": block_arrays(g, self.dtype, extra, per_path, self.memory_budget)})
         chunks = background_chunks(build.background, None, self.dtype, b) if pairs else None
         return groups, (put(nodes, self.dtype), put(weights, self.dtype)), rows, chunks
 

@@ -24,7 +24,7 @@ from ..._core._progress import ProgressBar, wants_progress
 from ..._core._sharding import row_mesh
 from ..._core._streaming import check_batch_size, is_single_batch, total_rows
 from ..._engine._explainer import drop_output_axis
-from ..._engine._shap_api import interactions_as_values, precision
+from ..._engine._shap_api import as_host64, interactions_as_values, precision
 from ..._estimators._interactions import INDICES, interaction_order, interaction_tensor, ksii_from_sii
 from ..._result._explanation import Explanation
 from ..._tree._rows import host_rows
@@ -182,7 +182,9 @@ class ExplainRows:
         try:
             for batch in parts:
                 yb = None if labels is None else next(labels)
-                out = self._explain(batch, yb, tree_limit, approximate, check_additivity, False, devices, bar, offset)
+                with precision(self):
+                    out = as_host64(self, self._explain(batch, yb, tree_limit, approximate, check_additivity, False,
+                                                        devices, bar, offset))
                 offset += len(out)
                 yield out
         finally:

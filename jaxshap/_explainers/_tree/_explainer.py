@@ -18,9 +18,10 @@ from ..._core._inputs import float_dtype
 from ..._core._model import declared_output_names
 from ..._core._progress import ProgressBar, wants_progress
 from ..._core._validate import DEFAULT_MEMORY_BUDGET, choice, memory_budget as check_memory_budget
-from ..._engine._shap_api import ShapAPI, shap_background
+from ..._engine._shap_api import ShapAPI, as_host64, precision, shap_background
 from ..._result._decomposition import Decomposition
 from ..._result._explanation import Explanation
+from ..._tree._ensemble import TreeEnsemble
 from ..._tree._import import find_reader
 from ..._tree._rows import host_rows
 from ._build import Build, TreeBuilder, cover_from_data
@@ -44,6 +45,14 @@ def check_dtype(dtype: Any) -> np.dtype:
     if dt == np.float64 and not jax.config.jax_enable_x64:
         raise ValueError("`dtype=float64` needs x64: call jax.config.update('jax_enable_x64', True) first.")
     return dt
+
+
+def float64_model(ensemble: TreeEnsemble) -> bool:
+    """Whether a model computes in float64: its library compares in float64 (LightGBM,
+    HistGradientBoosting), or its leaf values or constant are not float32 numbers (scikit-learn's
+    trees and forests); XGBoost's are."""
+    exact = lambda a: np.array_equal(a, np.asarray(a, np.float32).astype(np.float64))  # noqa: E731
+    return ensemble.precision == np.float64 or not (exact(ensemble.value) and exact(ensemble.base))
 
 
 class TreeExplainer(ExplainRows, ShapAPI):
@@ -109,7 +118,10 @@ class TreeExplainer(ExplainRows, ShapAPI):
       memory_budget: bytes of working memory a chunk of rows may use; the model's path tables
         must fit in it too, or in 512 MiB when it is smaller (deep trees with very many leaves
         raise a ``ValueError`` saying so).
-      dtype: compute dtype (default float32, float64 under ``jax_enable_x64`` if requested).
+      dtype: compute dtype. By default the model's: float64 for a model that computes in float64
+        (LightGBM, scikit-learn's trees and forests; computed with x64 enabled for the call only,
+        results as NumPy arrays, as for a host model given float64 rows), float32 for XGBoost; or
+        float32 / float64 (the latter under ``jax_enable_x64``) when given.
 
     Example::
 
@@ -158,12 +170,16 @@ class TreeExplainer(ExplainRows, ShapAPI):
                 "rows `data` [B, M] and feature_perturbation='interventional' (or 'auto')."
             )
         self.dtype = check_dtype(dtype)
-        self._names, self._data_names, self._background_rows = feature_names, None, None
-        if data is not None:
-            self._read_background(data, recount=explicit == "tree_path_dependent")
-        self.n_outputs = self._output.n_outputs
-        self._output_names = declared_output_names(model, self.n_outputs)  # a classifier's classes_
-        self._set_builder()
+        if dtype is None and self.dtype == np.float32 and float64_model(self.ensemble):
+            self.__dict__["x64_"] = True  # computed in float64 (locally), results as NumPy (see precision)
+            self.dtype = np.dtype(np.float64)
+        with precision(self):
+            self._names, self._data_names, self._background_rows = feature_names, None, None
+            if data is not None:
+                self._read_background(data, recount=explicit == "tree_path_dependent")
+            self.n_outputs = self._output.n_outputs
+            self._output_names = declared_output_names(model, self.n_outputs)  # a classifier's classes_
+            self._set_builder()
 
     def _set_builder(self) -> None:
         """The builder of the ensemble's kernels, and the default build's routed paths and background
@@ -254,8 +270,9 @@ class TreeExplainer(ExplainRows, ShapAPI):
         """
         bar = ProgressBar(n_rows(X)) if wants_progress(progress) else None
         try:
-            return self._explain(X, y, tree_limit, approximate, check_additivity, interactions, devices, bar, 0,
-                                 index)
+            with precision(self):
+                return as_host64(self, self._explain(X, y, tree_limit, approximate, check_additivity, interactions,
+                                                     devices, bar, 0, index))
         finally:
             if bar is not None:
                 bar.close()
@@ -294,14 +311,17 @@ class TreeExplainer(ExplainRows, ShapAPI):
           ValueError: without background ``data``, for a ``model_output`` other than ``"raw"``,
             a bad ``max_order``, or paths with too many distinct features for ``memory_budget``.
         """
-        return decompose(self, X, max_order)
+        with precision(self):
+            return decompose(self, X, max_order)
 
     @property
     def expected_value(self) -> Any:
         """The base value: ``[K]`` (a scalar for a single output); for ``log_loss``, whose base
         value depends on the label, a function of the label ``y``, as shap's:
         ``explainer.expected_value(y)`` is the mean loss over the background at label ``y``."""
-        return self._output.expected_value(self._default, self.dtype)
+        with precision(self):
+            base = self._output.expected_value(self._default, self.dtype)
+            return base if callable(base) else np.asarray(base)
 
     # --- the default build's internals (tests read them) --------------------------------------
     @property

@@ -32,18 +32,12 @@ from ..._engine._rows import RowExplainer
 from ..._tree import _transforms
 from ..._tree._interventional import pair_block, pair_terms
 from ..._tree._path_dependent import shapley_block
-from ..._tree._paths import slot_follows
+from ..._tree._paths import follows
 from ..._tree._quadrature import product_terms
 
 CPU_CHUNK_ROWS = 256
 """Rows per chunk on a CPU (fewer when the memory budget says so): enough for the rows axis to
 fill the vector units; each path block's working set stays in cache."""
-
-
-def block_follows(slots: dict, xt: jax.Array) -> jax.Array:
-    """``[P, U, r]``: whether the rows ``xt`` ``[M, r]`` follow each slot of a block of paths."""
-    tests = {k: (v[..., None, :] if k == "cat_words" else v[..., None]) for k, v in slots.items() if k != "feature"}
-    return slot_follows(tests, xt[slots["feature"]], jnp)
 
 
 def _pattern(follow: jax.Array) -> jax.Array:
@@ -72,7 +66,7 @@ def _contributions(group: dict, blk: dict, follow: jax.Array, xt: jax.Array, bac
         return jnp.swapaxes(vals, 1, 2)
 
     def add(acc, codes, weight, _):
-        fb = block_follows(blk["slots"], codes.T)
+        fb = follows(blk["slots"], codes.T)
         return acc + pair_block(follow, fb, group["wa"], group["wb"], weight[None, None, :, None])[..., 0]
 
     acc = _background_scan(add, jnp.zeros(follow.shape, xt.dtype), background)
@@ -86,7 +80,7 @@ def chunk_values(groups: list, X: jax.Array, n_features: int, n_outputs: int, ba
 
     def run(acc, group):
         def body(acc, blk):
-            follow = block_follows(blk["slots"], xt)
+            follow = follows(blk["slots"], xt)
             contrib = _contributions(group, blk, follow, xt, background)
             return acc.at[blk["index"].reshape(-1)].add(contrib.reshape(-1, r)), None
 
@@ -103,7 +97,7 @@ def raw_margins(groups: list, xt: jax.Array, raw_base: jax.Array) -> jax.Array:
     k = raw_base.shape[0]
 
     def body(acc, blk):
-        reach = jnp.all(block_follows(blk["slots"], xt), axis=1)  # [P, r]
+        reach = jnp.all(follows(blk["slots"], xt), axis=1)  # [P, r]
         leaf = jnp.where(reach, blk["value"][:, None], 0.0)
         return acc + jax.ops.segment_sum(leaf, blk["output"], num_segments=k), None
 
@@ -126,12 +120,12 @@ def chunk_values_transformed(groups, X, y, raw_base, background, n_features, n_o
 
     def run(acc, group):
         def body(acc, blk):
-            follow = block_follows(blk["slots"], xt)
+            follow = follows(blk["slots"], xt)
 
             def add(c, codes, weight, fb):
                 mats, _ = rescale(codes, weight, fb)
                 w = jnp.moveaxis(mats[:, :, :, blk["output"]], 3, 0)  # [P, r, b, K(k)]
-                fb_follow = block_follows(blk["slots"], codes.T)
+                fb_follow = follows(blk["slots"], codes.T)
                 return c + pair_block(follow, fb_follow, group["wa"], group["wb"], w)
 
             total = _background_scan(add, jnp.zeros(follow.shape + (k,), X.dtype), background)
@@ -173,12 +167,12 @@ def chunk_terms(groups: list, X: jax.Array, n_features: int, n_outputs: int, bac
 
     def run(accs, group):
         def body(accs, blk):
-            follow = block_follows(blk["slots"], xt)
+            follow = follows(blk["slots"], xt)
             if "z" in blk:  # path-dependent: beta = cover shares
                 terms = product_terms(follow.astype(X.dtype), blk["z"][..., None], rules["nodes"], rules["weights"], orders)
             else:
                 def add(c, codes, weight, _):
-                    fb = block_follows(blk["slots"], codes.T)
+                    fb = follows(blk["slots"], codes.T)
                     new = pair_terms(follow, fb, rules["nodes"], rules["weights"], orders, weight[None, :] + jnp.zeros((r, 1), X.dtype))
                     return {t: c[t] + new[t] for t in orders}
 
