@@ -129,7 +129,7 @@ class ExactExplainer(CoalitionExplainer):
             ``interaction_values`` are computed beside the Shapley ``values``; ``False``: Shapley
             values only.
         """
-        order = interaction_order(interactions)
+        order = interaction_order(interactions, None if self.n_features == 1 else self.n_features)
         if interactions is None and self.index is not None:
             order = 2
         if not order:

@@ -14,6 +14,7 @@ from .._engine._explainer import CoalitionExplainer
 from .._core._inputs import is_traced
 from .._engine._program import Deferred
 from .._platform._threads import single_threaded_lapack
+from .._estimators._interactions import interaction_order
 from .._estimators._kernel import kernel_shapley, third_order_ridge
 from .._estimators._host_plan import SharedCoalitions
 from .._estimators._priors import RowPrior
@@ -222,6 +223,14 @@ class KernelExplainer(CoalitionExplainer):
         self.third_order = bool(third_order) and m >= 3
         self.controls = ((3, third_order_ridge(m)),) if self.third_order else ()
         self.prior, self._prior = self._prior_choice(prior, rule)
+
+    def __call__(self, X: Any, key: Any = None, *, interactions: Any = False, **kwargs: Any):
+        """Explain the rows of ``X`` (see :meth:`jaxshap.Explainer.__call__`). ``interactions``
+        other than ``False`` is refused (``ValueError``): KernelExplainer computes Shapley values
+        only; sampled Faith-SHAP interactions are :func:`jaxshap.estimators.kernel_interactions`,
+        exact ones ``ExactExplainer`` and ``TreeExplainer``."""
+        interaction_order(interactions, 0)
+        return super().__call__(X, key, **kwargs)
 
     def _prior_choice(self, prior: Any, rule: Auto) -> tuple[Any, RowPrior]:
         """``(attribute, instance)`` of ``prior=``: ``"auto"`` asks the rule (a name), a name stays a

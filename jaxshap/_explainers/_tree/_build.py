@@ -214,6 +214,9 @@ class TreeBuilder:
             background = router.encode(self.background_rows, np.float32)
             fb = e.predict(self.background_rows)
             base = fb.mean(axis=0)
+            if transformed:  # the kernels add the paths' leaves to the raw constant (single-leaf trees included)
+                stump = paths.length == 0
+                base = paths.base + np.bincount(paths.output[stump], paths.value[stump], minlength=paths.n_outputs)
             chunks = background_chunks(background, fb if transformed else None, self.dtype)
         if approximate:
             groups = [self._saabas(g) for g in groups_of(paths, lambda n, w: n * w)]

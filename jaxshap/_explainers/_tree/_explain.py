@@ -91,7 +91,7 @@ class ExplainRows:
     def _explain(self, X, y, tree_limit, approximate, check_additivity, interactions, devices, bar, offset,
                  index=None):
         """``__call__`` on one batch; ``bar`` (or ``None``) is advanced as blocks finish."""
-        order = interaction_order(interactions)
+        order = interaction_order(interactions, self.n_features)
         if index is not None:
             if index not in INDICES:
                 raise ValueError(f"`index` must be None or one of {INDICES}; got {index!r}.")

@@ -131,8 +131,7 @@ def chunk_values_transformed(groups, X, y, raw_base, background, n_features, n_o
             total = _background_scan(add, jnp.zeros(follow.shape + (k,), X.dtype), background)
             contrib = total * blk["value"][:, None, None, None]  # [P, U, r, K]
             index = blk["slots"]["feature"][:, :, None] * k + jnp.arange(k)  # [P, U, K]
-            return acc.at[jnp.moveaxis(index, 2, 1).reshape(-1)].add(
-                jnp.moveaxis(contrib, 3, 2).reshape(-1, r)), None
+            return acc.at[index.reshape(-1)].add(jnp.moveaxis(contrib, 3, 2).reshape(-1, r)), None
 
         return jax.lax.scan(body, acc, group["blocks"])[0]
 
