@@ -49,10 +49,10 @@ def check_dtype(dtype: Any) -> np.dtype:
 
 def float64_model(ensemble: TreeEnsemble) -> bool:
     """Whether a model computes in float64: its library compares in float64 (LightGBM,
-    HistGradientBoosting), or its leaf values or constant are not float32 numbers (scikit-learn's
-    trees and forests); XGBoost's are."""
-    exact = lambda a: np.array_equal(a, np.asarray(a, np.float32).astype(np.float64))  # noqa: E731
-    return ensemble.precision == np.float64 or not (exact(ensemble.value) and exact(ensemble.base))
+    HistGradientBoosting), or its leaf values are not float32 numbers (scikit-learn's trees and
+    forests); XGBoost's are (its constant, read from text, need not be)."""
+    value = ensemble.value
+    return ensemble.precision == np.float64 or not np.array_equal(value, value.astype(np.float32).astype(np.float64))
 
 
 class TreeExplainer(ExplainRows, ShapAPI):
@@ -179,6 +179,16 @@ class TreeExplainer(ExplainRows, ShapAPI):
                 self._read_background(data, recount=explicit == "tree_path_dependent")
             self.n_outputs = self._output.n_outputs
             self._output_names = declared_output_names(model, self.n_outputs)  # a classifier's classes_
+            self._set_builder()
+
+    def __getstate__(self) -> dict:
+        """Pickled without its builds (device arrays, which would come back in JAX's default precision)."""
+        skip = ("_builder", "_paths", "_background", "_interaction_builds", "_decomposition_tables")
+        return {k: v for k, v in self.__dict__.items() if k not in skip}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        with precision(self):
             self._set_builder()
 
     def _set_builder(self) -> None:
