@@ -49,11 +49,10 @@ def test_path_dependent_kernel_equals_brute_force(u):
     value = rng.normal(size=3)
     o = _patterns(u, rng)  # [n, U]
     host = shapley_arrays(z, value)
-    c0 = host.pop("c0")
     with jax.enable_x64(True):
         params = {k: jnp.asarray(v) for k, v in host.items()}
         follow = jnp.asarray(np.broadcast_to(o.T[None], (3, u, o.shape[0])))
-        got = np.asarray(shapley_block(params, jnp.asarray(c0), follow))  # [P, U, n]
+        got = np.asarray(shapley_block(params, follow))  # [P, U, n]
     for p in range(3):
         for r in range(o.shape[0]):
             expected = value[p] * shapley_from_game(_path_game(z[p], o[r]), u)
@@ -133,12 +132,11 @@ def test_kernel_programs_do_not_grow_with_the_path():
         args = [jax.ShapeDtypeStruct(s(u, q), np.float32) for s in shapes]
         return jax.jit(fn).lower(*args).as_text().count("\n")
 
-    def shapley(a1, g1, vw, c0, follow):
-        params = {"A1": a1, "A0": a1, "G1": g1, "vw": vw, "zpos": follow[:, :, 0] > 0}
-        return shapley_block(params, c0, follow > 0)
+    def shapley(a1, g, vw, follow):
+        params = {"A1": a1, "A0": a1, "G": g, "vw": vw, "zpos": follow[:, :, 0] > 0}
+        return shapley_block(params, follow > 0)
 
-    shapes = (lambda u, q: (7, u, q), lambda u, q: (7, u, q), lambda u, q: (7, q), lambda u, q: (q,),
-              lambda u, q: (7, u, 5))
+    shapes = (lambda u, q: (7, u, q), lambda u, q: (7, u + 1, q), lambda u, q: (7, q), lambda u, q: (7, u, 5))
     assert lines(shapley, 24, 12, *shapes) == lines(shapley, 4, 2, *shapes)
 
     def terms(u):

@@ -37,28 +37,32 @@ def shapley_arrays(zero_fraction: np.ndarray, value: np.ndarray) -> dict:
     """Host tables of :func:`shapley_block` for paths ``[P, U]`` (float64).
 
     Returns:
-      ``A1``, ``A0``, ``G1`` ``[P, U, Q]``, ``vw`` ``[P, Q]`` (``value * w_q``), ``zpos`` ``[P, U]``
-      and ``c0`` ``[Q]`` (``1 / (1 - t_q)``), with ``Q = ceil(U / 2)``.
+      ``A1``, ``A0`` ``[P, U, Q]``; ``G`` ``[P, U + 1, Q]``: ``G1`` of the module docstring for each
+      slot and, last, ``1 / (1 - t_q)`` (the term of the slots the row does not follow);
+      ``vw`` ``[P, Q]`` (``value * w_q``) and ``zpos`` ``[P, U]``; ``Q = ceil(U / 2)``.
     """
     z = np.asarray(zero_fraction, np.float64)[..., None]
     t, w = gauss_legendre((z.shape[1] + 1) // 2)
     a1 = z + t * (1.0 - z)
+    off = np.broadcast_to(1.0 / (1.0 - t), (z.shape[0], 1, t.size))
     return {
-        "A1": a1, "A0": z * (1.0 - t), "G1": (1.0 - z) / a1,
-        "vw": np.asarray(value, np.float64)[:, None] * w, "zpos": z[..., 0] > 0, "c0": 1.0 / (1.0 - t),
+        "A1": a1, "A0": z * (1.0 - t), "G": np.concatenate([(1.0 - z) / a1, off], axis=1),
+        "vw": np.asarray(value, np.float64)[:, None] * w, "zpos": z[..., 0] > 0,
     }
 
 
-def shapley_block(params: dict, c0: jax.Array, follow: jax.Array) -> jax.Array:
+def shapley_block(params: dict, follow: jax.Array) -> jax.Array:
     """``[P, U, r]``: each path's contribution to each slot's feature for a chunk of rows.
 
     Args:
       params: one block of :func:`shapley_arrays` (device arrays).
-      c0: ``[Q]`` ``1 / (1 - t_q)``.
       follow: ``[P, U, r]`` booleans ``o``: the rows follow the slot.
     """
     f = jnp.where(follow[:, :, None, :], params["A1"][..., None], params["A0"][..., None])  # [P, U, Q, r]
     h = jnp.prod(f, axis=1) * params["vw"][..., None]  # [P, Q, r]
-    k = jnp.einsum("pqr,q->pr", h, c0)
-    on = jnp.einsum("pqr,puq->pur", h, params["G1"])
-    return jnp.where(follow, on, jnp.where(params["zpos"][..., None], -k[:, None, :], 0.0))
+    if h.dtype == jnp.float64:  # XLA's CPU sums of float64 products run 1.5x slower than its batched dot
+        terms = jnp.einsum("pqr,puq->pur", h, params["G"])
+    else:  # float32: as fast, and half the compile time
+        terms = jnp.sum(h[:, None] * params["G"][..., None], axis=2)  # [P, U + 1, r]
+    off = jnp.where(params["zpos"][..., None], -terms[:, -1:], 0.0)
+    return jnp.where(follow, terms[:, :-1], off)

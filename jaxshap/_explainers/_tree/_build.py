@@ -160,7 +160,7 @@ def block_arrays(g: Paths, dtype, extra: dict, per_path: int, memory_budget: int
     a block's largest temporary (``per_path`` elements a path) is at most :data:`BLOCK_ELEMENTS`
     elements and a quarter of ``memory_budget``."""
     k = g.n_outputs
-    arrays = {"slots": host_slots(g, dtype), "index": (g.feature * k + g.output[:, None]).astype(np.int32),
+    arrays = {"slots": host_slots(g, dtype), "index": (g.feature * k + g.output[:, None]).astype(np.uint32),
               "value": np.asarray(g.value, dtype), "output": g.output.astype(np.int32), **extra}
     block = plan_block(g.n_paths, per_path, min(BLOCK_ELEMENTS, memory_budget // (4 * np.dtype(dtype).itemsize)))
     return jax.tree_util.tree_map(jax.device_put, pad_blocks(arrays, g.n_paths, block, SLOT_FILL))
@@ -233,12 +233,11 @@ class TreeBuilder:
 
     def _path_dependent(self, g: Paths) -> dict:
         host = shapley_arrays(g.zero_fraction, g.value)
-        c0 = host.pop("c0")
         extra = {name: np.asarray(a, self.dtype) for name, a in host.items()}
         extra["zpos"] = host["zpos"]
         extra["z"] = np.asarray(g.zero_fraction, self.dtype)
-        blocks = block_arrays(g, self.dtype, extra, g.n_slots * c0.size * self.rows, self.memory_budget)
-        return {"blocks": blocks, "c0": put(c0, self.dtype)}
+        nodes = host["vw"].shape[1]
+        return {"blocks": block_arrays(g, self.dtype, extra, (g.n_slots + 1) * nodes * self.rows, self.memory_budget)}
 
     def _interventional(self, paths: Paths, background: np.ndarray, transformed: bool) -> list:
         """Tabulated groups of short paths (raw output, within half the budget) and pair groups."""

@@ -25,7 +25,7 @@ from ..._core._sharding import row_mesh
 from ..._core._streaming import check_batch_size, is_single_batch, total_rows
 from ..._engine._explainer import drop_output_axis
 from ..._engine._shap_api import as_host64, interactions_as_values, precision
-from ..._estimators._interactions import INDICES, interaction_order, interaction_tensor, ksii_from_sii
+from ..._estimators._interactions import INDICES, interaction_order
 from ..._result._explanation import Explanation
 from ..._tree._rows import host_rows
 from ._build import put
@@ -211,13 +211,9 @@ class ExplainRows:
         groups, (nodes, weights), chunk, background = cache[key][1]
         if rows.shape[0] == 0:
             return jnp.zeros((0,) + (self.n_features,) * order + (self.n_outputs,), rows.dtype)
-        terms = interaction_rows(groups, rows, background, nodes, weights, n_features=self.n_features,
-                                 n_outputs=self._default.ensemble.n_outputs, orders=tuple(range(1, order + 1)),
-                                 rows=chunk)
-        terms = [jnp.moveaxis(t, 0, -2) for t in terms]  # [M] * t + [n, K]
-        if index == "k-SII":
-            terms = ksii_from_sii(terms)
-        return jnp.moveaxis(interaction_tensor(terms, order), -2, 0)
+        return interaction_rows(groups, rows, background, nodes, weights, n_features=self.n_features,
+                                n_outputs=self._default.ensemble.n_outputs, order=order, ksii=index == "k-SII",
+                                rows=chunk)
 
     def shap_interaction_values(self, X: Any) -> np.ndarray:
         """SHAP interaction values as shap's ``TreeExplainer.shap_interaction_values``: NumPy

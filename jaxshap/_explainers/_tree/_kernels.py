@@ -29,6 +29,7 @@ import numpy as np
 
 from ..._core._chunking import map_chunks
 from ..._engine._rows import RowExplainer
+from ..._estimators._interactions import interaction_tensor, ksii_from_sii
 from ..._tree import _transforms
 from ..._tree._interventional import pair_block, pair_terms
 from ..._tree._path_dependent import shapley_block
@@ -60,7 +61,7 @@ def _contributions(group: dict, blk: dict, follow: jax.Array, xt: jax.Array, bac
     if "saabas" in blk:  # the row's own path only: Saabas' per-split changes of the mean
         return jnp.where(jnp.all(follow, axis=1, keepdims=True), blk["saabas"][..., None], 0.0)
     if "A1" in blk:
-        return shapley_block(blk, group["c0"], follow)
+        return shapley_block(blk, follow)
     if "table" in blk:
         vals = jnp.take_along_axis(blk["table"], _pattern(follow)[:, :, None], axis=1)  # [P, r, U]
         return jnp.swapaxes(vals, 1, 2)
@@ -82,7 +83,7 @@ def chunk_values(groups: list, X: jax.Array, n_features: int, n_outputs: int, ba
         def body(acc, blk):
             follow = follows(blk["slots"], xt)
             contrib = _contributions(group, blk, follow, xt, background)
-            return acc.at[blk["index"].reshape(-1)].add(contrib.reshape(-1, r)), None
+            return acc.at[blk["index"].reshape(-1)].add(contrib.reshape(-1, r), mode="promise_in_bounds"), None
 
         return jax.lax.scan(body, acc, group["blocks"])[0]
 
@@ -253,8 +254,14 @@ def pad_blocks(arrays: dict, n_paths: int, block: int, fills: dict) -> dict:
     return out
 
 
-@functools.partial(jax.jit, static_argnames=("n_features", "n_outputs", "orders", "rows"))
-def interaction_rows(groups, X, background, nodes, weights, n_features, n_outputs, orders, rows):
-    """``[[n] + [M] * t + [K] for t in orders]``: :func:`chunk_terms` over chunks of ``rows`` rows."""
-    rules = {"nodes": nodes, "weights": weights, "orders": orders}
-    return map_chunks(lambda x: tuple(chunk_terms(groups, x, n_features, n_outputs, background, rules)), X, rows)
+@functools.partial(jax.jit, static_argnames=("n_features", "n_outputs", "order", "ksii", "rows"))
+def interaction_rows(groups, X, background, nodes, weights, n_features, n_outputs, order, ksii, rows):
+    """``[n] + [M] * k + [K]``: the order-``k`` tensor (:func:`interaction_tensor`) of an index's
+    terms of orders ``1..k`` (:func:`chunk_terms` over chunks of ``rows`` rows; k-SII assembled
+    from SII when ``ksii``)."""
+    rules = {"nodes": nodes, "weights": weights, "orders": tuple(range(1, order + 1))}
+    terms = map_chunks(lambda x: tuple(chunk_terms(groups, x, n_features, n_outputs, background, rules)), X, rows)
+    terms = [jnp.moveaxis(t, 0, -2) for t in terms]  # [M] * t + [n, K]
+    if ksii:
+        terms = ksii_from_sii(terms)
+    return jnp.moveaxis(interaction_tensor(terms, order), -2, 0)
