@@ -39,7 +39,11 @@ class ExactExplainer(CoalitionExplainer):
     ``[n, M, M]`` (or ``[n, M, M, K]``): the diagonal holds the index's order-1 terms and each
     pair's order-2 term is split evenly between ``[i, j]`` and ``[j, i]``. With
     ``interactions=True`` (shap's spelling) ``values`` are those ``[n, M, M]`` interaction values,
-    as in shap; when only ``index`` asks for them, ``values`` stay the Shapley values. By ``index``:
+    as in shap; when only ``index`` asks for them, ``values`` stay the Shapley values. With
+    ``interactions=k`` they are the order-``k`` tensor ``[n] + [M] * k (+ [K])`` of the index's
+    terms of orders ``1..k`` (each set's term split evenly over the index tuples that hold exactly
+    its features, see :func:`jaxshap._estimators._interactions.interaction_tensor`), the same
+    numbers ``TreeExplainer`` gives for a tree model. By ``index``:
 
     * ``None`` or ``"STII"`` (default): Shapley-Taylor of order 2 (Sundararajan et al., 2020):
       the diagonal is ``v({i}) - v(empty)``; the same numbers as shap's

@@ -229,7 +229,7 @@ class TreeExplainer(ExplainRows, ShapAPI):
         tree_limit: int | None = None,
         approximate: bool = False,
         check_additivity: bool = True,
-        interactions: bool | int = False,
+        interactions: bool | int | None = None,
         index: str | None = None,
         progress: bool | None = None,
         devices: Any = None,
