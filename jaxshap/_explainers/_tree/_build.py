@@ -241,11 +241,13 @@ class TreeBuilder:
 
     def _interventional(self, paths: Paths, background: np.ndarray, transformed: bool) -> list:
         """Tabulated groups of short paths (raw output, within half the budget) and pair groups."""
-        budget = self.memory_budget // 2
         itemsize = np.dtype(self.dtype).itemsize
-        short = (paths.length <= MAX_TABLE_SLOTS) & (paths.length > 0)
-        table_bytes = sum(2**u * u for u in paths.length[short]) * itemsize
-        tabled = np.zeros(paths.n_paths, bool) if transformed or table_bytes > budget else short
+        tabled = np.zeros(paths.n_paths, bool)
+        if not transformed:  # the shortest paths first, as many as half the budget holds
+            short = np.flatnonzero((paths.length <= MAX_TABLE_SLOTS) & (paths.length > 0))
+            short = short[np.argsort(paths.length[short], kind="stable")]
+            cost = np.cumsum(2.0 ** paths.length[short] * paths.length[short] * itemsize)
+            tabled[short[cost <= self.memory_budget // 2]] = True
         groups = []
         for g in groups_of(paths.subset(tabled, paths.n_slots), lambda n, w: n * 2**w * w):
             codes = pattern(follows_host(g, background), np)  # [B, P]
@@ -256,7 +258,7 @@ class TreeBuilder:
         b = min(background.shape[0], BACKGROUND_CHUNK)
         for g in groups_of(rest, lambda n, w: n * w):
             wa, wb = shapley_tables(g.n_slots)
-            per_path = self.rows * b * max(g.n_slots, self.n_outputs, 2)
+            per_path = self.rows * b * (self.n_outputs + 2)  # the [paths, rows, background, K] pair weights
             blocks = block_arrays(g, self.dtype, {}, per_path, self.memory_budget)
             groups.append({"blocks": blocks, "wa": put(wa, self.dtype), "wb": put(wb, self.dtype)})
         return groups
