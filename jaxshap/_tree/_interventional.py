@@ -83,12 +83,13 @@ def pair_terms(fx: jax.Array, fb: jax.Array, nodes: np.ndarray, weights: np.ndar
     return {t: jnp.einsum("psrb,rb->psr", v, weight) for t, v in terms.items()}
 
 
-def tables_host(bg_codes: np.ndarray, n_slots: int, max_chunk_bytes: int = 4 * 2**20) -> np.ndarray:
+def tables_host(hist: np.ndarray, n_slots: int, max_chunk_bytes: int = 4 * 2**20) -> np.ndarray:
     r"""``[P, 2**U, U]``: for each path and pattern ``a`` of the explained row (the slots it
-    follows), the mean over background rows of the Shapley values (NumPy, float64).
+    follows), the (weighted) mean over background rows of the Shapley values (NumPy, float64).
 
     Args:
-      bg_codes: ``[B, P]`` the pattern of slots each background row follows on each path.
+      hist: ``[P, 2**U]`` the share of the background rows that follow each pattern of each
+        path's slots (each row sums to 1).
       n_slots: ``U``.
 
     Only background patterns ``b`` with ``a | b`` full reach the leaf, i.e. ``b = ~a | c`` with
@@ -105,7 +106,7 @@ def tables_host(bg_codes: np.ndarray, n_slots: int, max_chunk_bytes: int = 4 * 2
 
     in ``O(U^2 2^U)`` per path, whatever the number of background rows.
     """
-    n_bg, p = bg_codes.shape
+    p = hist.shape[0]
     u = n_slots
     size = 2**u
     wa, wb = shapley_tables(u)
@@ -115,8 +116,6 @@ def tables_host(bg_codes: np.ndarray, n_slots: int, max_chunk_bytes: int = 4 * 2
     pc = in_a.sum(1)
     nota = (size - 1) ^ codes
     bits = 1 << np.arange(u)
-    flat = np.arange(p)[None, :] * size + bg_codes
-    hist = np.bincount(flat.reshape(-1), minlength=p * size).reshape(p, size) / n_bg
     out = np.empty((p, size, u))
     chunk = max(1, max_chunk_bytes // (8 * (u + 1) * size * (u + 2)))
     for start in range(0, p, chunk):

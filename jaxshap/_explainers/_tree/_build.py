@@ -109,22 +109,25 @@ class Build:
     paths: Any = None  # the routed paths (for interaction values)
     background: np.ndarray | None = None  # the routed background rows (interventional)
     chunks: Any = None  # the background in chunks, on the device (interventional)
+    weights: np.ndarray | None = None  # [B] the background rows' weights (interventional)
 
 
-def cover_from_data(e: TreeEnsemble, X: np.ndarray) -> TreeEnsemble:
-    """The ensemble with each node's cover replaced by the number of rows of ``X`` (already
-    prepared) that pass through it, counted for all trees at once, one level per step."""
+def cover_from_data(e: TreeEnsemble, X: np.ndarray, weights: np.ndarray | None = None) -> TreeEnsemble:
+    """The ensemble with each node's cover replaced by the number (or the total ``weights``) of
+    rows of ``X`` (already prepared) that pass through it, counted for all trees at once, one
+    level per step."""
     t, n = e.feature.shape
     rows = np.arange(X.shape[0])[:, None]
     node = np.zeros((X.shape[0], t), dtype=np.int64)
     trees = np.arange(t)[None, :]
-    counts = np.bincount((trees * n + node).reshape(-1), minlength=t * n).astype(np.float64)
+    w = np.broadcast_to((np.ones(X.shape[0]) if weights is None else weights)[:, None], node.shape)
+    counts = np.bincount((trees * n + node).reshape(-1), w.reshape(-1), minlength=t * n)
     while True:
         node, inner = e.descend(X, rows, trees, node)
         if not inner.any():
             break
         flat = (trees * n + node)[inner]
-        counts += np.bincount(flat, minlength=t * n)
+        counts += np.bincount(flat, w[inner], minlength=t * n)
     return dataclasses.replace(e, cover=counts.reshape(t, n))
 
 
@@ -142,15 +145,16 @@ def routed_paths(e: TreeEnsemble, memory_budget: int, approximate: bool) -> tupl
     return paths, router
 
 
-def background_chunks(codes: np.ndarray, fb: np.ndarray | None, dtype, size: int = BACKGROUND_CHUNK) -> tuple:
-    """The routed background rows as chunks ``([C, b, M] codes, [C, b] weights 1/B, [C, b, K]
+def background_chunks(codes: np.ndarray, weights: np.ndarray, fb: np.ndarray | None, dtype,
+                      size: int = BACKGROUND_CHUNK) -> tuple:
+    """The routed background rows as chunks ``([C, b, M] codes, [C, b] weights, [C, b, K]
     margins or None)`` of ``size`` rows, on the device; the last chunk is padded with weight 0."""
     n = codes.shape[0]
     b = min(n, size)
     c = -(-n // b)
     pad = c * b - n
     idx = np.concatenate([np.arange(n), np.zeros(pad, np.int64)])
-    weight = np.where(np.arange(c * b) < n, 1.0 / n, 0.0)
+    weight = np.concatenate([weights, np.zeros(pad)])
     margins = None if fb is None else put(fb[idx].reshape(c, b, -1), dtype)
     return put(codes[idx].reshape(c, b, -1), dtype), put(weight.reshape(c, b), dtype), margins
 
@@ -177,10 +181,15 @@ class TreeBuilder:
       n_outputs: outputs of the explained output (two for a doubled binary ``predict_proba``).
       dtype: compute dtype.
       memory_budget: bytes.
+      background_weights: ``[B]`` weights of the background rows summing to 1 (``None``: ``1 / B``).
     """
 
-    def __init__(self, ensemble, background_rows, interventional, transform, n_outputs, dtype, memory_budget):
+    def __init__(self, ensemble, background_rows, interventional, transform, n_outputs, dtype, memory_budget,
+                 background_weights=None):
         self.ensemble, self.background_rows = ensemble, background_rows
+        if background_rows is not None and background_weights is None:
+            background_weights = np.full(background_rows.shape[0], 1.0 / background_rows.shape[0])
+        self.background_weights = background_weights
         self.interventional, self.transform = interventional, transform
         self.n_outputs, self.dtype, self.memory_budget = n_outputs, dtype, memory_budget
         self.rows = rows_per_chunk()
@@ -213,11 +222,11 @@ class TreeBuilder:
         else:
             background = router.encode(self.background_rows, np.float32)
             fb = e.predict(self.background_rows)
-            base = fb.mean(axis=0)
+            base = self.background_weights @ fb
             if transformed:  # the kernels add the paths' leaves to the raw constant (single-leaf trees included)
                 stump = paths.length == 0
                 base = paths.base + np.bincount(paths.output[stump], paths.value[stump], minlength=paths.n_outputs)
-            chunks = background_chunks(background, fb if transformed else None, self.dtype)
+            chunks = background_chunks(background, self.background_weights, fb if transformed else None, self.dtype)
         if approximate:
             groups = [self._saabas(g) for g in groups_of(paths, lambda n, w: n * w)]
         elif background is None:
@@ -225,7 +234,7 @@ class TreeBuilder:
         else:
             groups = self._interventional(paths, background, transformed)
         return Build(e, router, groups, np.asarray(base, np.float64), fb if transformed else None, paths, background,
-                     chunks)
+                     chunks, self.background_weights)
 
     def _saabas(self, g: Paths) -> dict:
         return {"blocks": block_arrays(g, self.dtype, {"saabas": np.asarray(g.saabas, self.dtype)},
@@ -250,8 +259,7 @@ class TreeBuilder:
             tabled[short[cost <= self.memory_budget // 2]] = True
         groups = []
         for g in groups_of(paths.subset(tabled, paths.n_slots), lambda n, w: n * 2**w * w):
-            codes = pattern(follows_host(g, background), np)  # [B, P]
-            table = tables_host(codes, g.n_slots) * g.value[:, None, None]
+            table = tables_host(self._pattern_shares(g, background), g.n_slots) * g.value[:, None, None]
             groups.append({"blocks": block_arrays(g, self.dtype, {"table": np.asarray(table, self.dtype)},
                                                   g.n_slots * self.rows, self.memory_budget)})
         rest = paths.subset(~tabled, paths.n_slots)
@@ -262,6 +270,19 @@ class TreeBuilder:
             blocks = block_arrays(g, self.dtype, {}, per_path, self.memory_budget)
             groups.append({"blocks": blocks, "wa": put(wa, self.dtype), "wb": put(wb, self.dtype)})
         return groups
+
+    def _pattern_shares(self, g: Paths, background: np.ndarray) -> np.ndarray:
+        """``[P, 2**U]``: the weighted share of the background rows that follow each pattern of
+        each path's slots, counted in chunks of background rows (no ``[B, P, U]`` array)."""
+        size = 2**g.n_slots
+        shares = np.zeros(g.n_paths * size)
+        step = max(1, self.memory_budget // max(1, 16 * g.n_paths * g.n_slots))
+        offset = np.arange(g.n_paths)[None, :] * size
+        for i in range(0, background.shape[0], step):
+            codes = pattern(follows_host(g, background[i : i + step]), np)  # [b, P]
+            w = np.broadcast_to(self.background_weights[i : i + step, None], codes.shape)
+            shares += np.bincount((offset + codes).reshape(-1), w.reshape(-1), minlength=shares.size)
+        return shares.reshape(g.n_paths, size)
 
     def interaction_groups(self, build: Build, index: str, order: int) -> tuple:
         """``(groups, rule, rows per chunk, background chunks)`` for an index's terms of orders
@@ -278,7 +299,7 @@ class TreeBuilder:
             extra = {} if pairs else {"z": np.asarray(g.zero_fraction, self.dtype)}
             per_path = g.n_slots**order * nodes.size * rows * b
             groups.append({"blocks": block_arrays(g, self.dtype, extra, per_path, self.memory_budget)})
-        chunks = background_chunks(build.background, None, self.dtype, b) if pairs else None
+        chunks = background_chunks(build.background, self.background_weights, None, self.dtype, b) if pairs else None
         return groups, (put(nodes, self.dtype), put(weights, self.dtype)), rows, chunks
 
     def bytes_per_row(self, build: Build) -> int:

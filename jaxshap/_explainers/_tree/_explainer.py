@@ -175,6 +175,7 @@ class TreeExplainer(ExplainRows, ShapAPI):
             self.dtype = np.dtype(np.float64)
         with precision(self):
             self._names, self._data_names, self._background_rows = feature_names, None, None
+            self._background_weights = None
             if data is not None:
                 self._read_background(data, recount=explicit == "tree_path_dependent")
             self.n_outputs = self._output.n_outputs
@@ -195,7 +196,8 @@ class TreeExplainer(ExplainRows, ShapAPI):
         """The builder of the ensemble's kernels, and the default build's routed paths and background
         rows (for interaction values, built on demand)."""
         self._builder = TreeBuilder(self.ensemble, self._background_rows, self.feature_perturbation == "interventional",
-                                    self._output.transform, self.n_outputs, self.dtype, self.memory_budget)
+                                    self._output.transform, self.n_outputs, self.dtype, self.memory_budget,
+                                    self._background_weights)
         default = self._default
         self._paths, self._background = default.paths, default.background
 
@@ -210,15 +212,23 @@ class TreeExplainer(ExplainRows, ShapAPI):
     def _read_background(self, data: Any, recount: bool) -> None:
         """Keep ``data`` as prepared background rows; with ``recount`` (the path-dependent game
         asked for explicitly, as shap does) recount the node covers on them. An array or DataFrame
-        of more than 100 rows gives shap's sample of 100, as shap's TreeExplainer keeps."""
-        data = shap_background(data, "TreeExplainer")
+        of more than 100 rows gives shap's sample of 100, as shap's TreeExplainer keeps;
+        ``maskers.Independent(data, max_samples=None)`` keeps every row, and a weighted summary
+        (``jaxshap.kmeans``, ``shap.kmeans``: ``.data`` and ``.weights``) weighs its rows."""
+        weights = None
+        if hasattr(data, "data") and hasattr(data, "weights"):  # a masker or a weighted summary
+            weights = None if data.weights is None else np.asarray(data.weights, np.float64).reshape(-1)
+            data = np.asarray(data.data)
+        else:
+            data = shap_background(data, "TreeExplainer")
         bg, self._data_names = host_rows(data, "data", sparse_missing=self.ensemble.sparse_missing)
         self._check_n_features(bg, "data")
         if bg.shape[0] == 0:
             raise ValueError("`data` has no rows; pass at least one background row.")
         self._background_rows = self.ensemble.prepare(bg)
+        self._background_weights = None if weights is None else weights / weights.sum()
         if recount:
-            self.ensemble = cover_from_data(self.ensemble, self._background_rows)
+            self.ensemble = cover_from_data(self.ensemble, self._background_rows, self._background_weights)
 
     def __call__(
         self,
