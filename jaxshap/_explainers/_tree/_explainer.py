@@ -77,9 +77,13 @@ class TreeExplainer(ExplainRows, ShapAPI):
     rows (:mod:`jaxshap._tree._interventional`), or, for paths of at most 10 distinct features
     (within half of ``memory_budget``), a table over the patterns of followed features built once
     from the background's pattern histogram. Blocks of paths meet chunks of rows in one compiled
-    loop per group of path widths; the working memory is one block (about 4 MiB) and a row's
-    ``[M, K]`` accumulator, plus, interventional, one chunk of 128 background rows at a time:
-    ``10**5`` background rows need no ``rows x background x leaves`` array.
+    loop per group of path widths. Memory: the path arrays (about 64 bytes per path and slot),
+    the interventional tables (within half of ``memory_budget``), a path block's temporaries
+    (at most 4 MiB, and a quarter of ``memory_budget``), the rows' ``[M, K]`` accumulators and,
+    interventional, the routed background rows ``[B, M]``, met 128 at a time: ``10**5``
+    background rows (``data=jaxshap.maskers.Independent(rows, max_samples=None)``) need about
+    ``4 * 10**5 * M`` bytes more and no ``rows x background x leaves`` array; the time grows
+    with ``B`` for the paths that are not tabulated.
 
     Routing is exactly the library's own: inputs are rounded to the precision the library
     compares in (float32 for XGBoost and scikit-learn's classic trees, float64 for LightGBM and
@@ -110,7 +114,10 @@ class TreeExplainer(ExplainRows, ShapAPI):
     Args:
       model: a fitted XGBoost, LightGBM or scikit-learn tree model, or any model a registered
         :class:`jaxshap.trees.TreeReader` recognises (see ``TypeError`` below).
-      data: background rows ``[B, M]`` for the interventional mode (array, DataFrame, sparse).
+      data: background rows ``[B, M]`` for the interventional mode (array, DataFrame, sparse;
+        more than 100 rows give shap's sample of 100, with a warning), or
+        ``jaxshap.maskers.Independent(rows, max_samples=None)`` to keep every row, or a weighted
+        summary (``jaxshap.kmeans(X, k)``; ``.data`` and ``.weights``).
       feature_perturbation: ``"tree_path_dependent"``, ``"interventional"``, or ``"auto"``
         (default: interventional when ``data`` is given, else path-dependent).
       model_output: ``"raw"``, ``"probability"``, ``"predict_proba"`` or ``"log_loss"``.
