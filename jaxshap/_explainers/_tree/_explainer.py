@@ -117,7 +117,7 @@ class TreeExplainer(ExplainRows, ShapAPI):
       data: background rows ``[B, M]`` for the interventional mode (array, DataFrame, sparse;
         more than 100 rows give shap's sample of 100, with a warning), or
         ``jaxshap.maskers.Independent(rows, max_samples=None)`` to keep every row, or a weighted
-        summary (``jaxshap.kmeans(X, k)``; ``.data`` and ``.weights``).
+        summary with ``.data`` and ``.weights`` (such as ``shap.kmeans(X, k)``).
       feature_perturbation: ``"tree_path_dependent"``, ``"interventional"``, or ``"auto"``
         (default: interventional when ``data`` is given, else path-dependent).
       model_output: ``"raw"``, ``"probability"``, ``"predict_proba"`` or ``"log_loss"``.
@@ -221,7 +221,7 @@ class TreeExplainer(ExplainRows, ShapAPI):
         asked for explicitly, as shap does) recount the node covers on them. An array or DataFrame
         of more than 100 rows gives shap's sample of 100, as shap's TreeExplainer keeps;
         ``maskers.Independent(data, max_samples=None)`` keeps every row, and a weighted summary
-        (``jaxshap.kmeans``, ``shap.kmeans``: ``.data`` and ``.weights``) weighs its rows."""
+        (``.data`` and ``.weights``, such as ``shap.kmeans``) weighs its rows."""
         weights = None
         if hasattr(data, "data") and hasattr(data, "weights"):  # a masker or a weighted summary
             weights = None if data.weights is None else np.asarray(data.weights, np.float64).reshape(-1)
