@@ -22,7 +22,6 @@ import math
 from typing import Any, Callable, NamedTuple
 
 import jax
-import jax.numpy as jnp
 import optax
 
 from .._coalitions._kernel_sampling import smallest

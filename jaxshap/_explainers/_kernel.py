@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._estimators._interactions import interaction_order
 from .._coalitions._kernel_plan import kernel_plan
 from .._coalitions._kernel_plan import max_coalitions as all_coalitions
 from .._coalitions._kernel_plan import min_coalitions
@@ -211,6 +212,14 @@ class KernelExplainer(ModelAgnosticExplainer):
         self.third_order = bool(third_order) and m >= 3
         self.controls = ((3, third_order_ridge(m)),) if self.third_order else ()
         self.prior, self._prior = self._prior_choice(prior, rule)
+
+    def __call__(self, X: Any, key: Any = None, *, interactions: Any = False, **kwargs: Any):
+        """Explain the rows of ``X`` (see :meth:`jaxshap.Explainer.__call__`). ``interactions``
+        other than ``False`` is refused (``ValueError``): KernelExplainer computes Shapley values
+        only; sampled Faith-SHAP interactions are :func:`jaxshap.estimators.kernel_interactions`,
+        exact ones ``ExactExplainer`` and ``TreeExplainer``."""
+        interaction_order(interactions, 0)
+        return super().__call__(X, key, **kwargs)
 
     def _prior_choice(self, prior: Any, rule: Auto) -> tuple[Any, RowPrior]:
         """``(attribute, instance)`` of ``prior=``: ``"auto"`` asks the rule (a name), a name stays a
