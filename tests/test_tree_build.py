@@ -73,8 +73,9 @@ def test_pair_kernel_and_pattern_tables_equal_brute_force(u):
         weight = jnp.full((1, 1, c.shape[0], 1), 1.0 / c.shape[0])
         got = pair_block(jnp.asarray(a.T[None]), jnp.asarray(c.T[None]), jnp.asarray(wa), jnp.asarray(wb), weight)
     np.testing.assert_allclose(np.asarray(got)[0, :, :, 0].T, expected, rtol=1e-12, atol=1e-14)
-    codes = (c * (1 << np.arange(u))).sum(1)[:, None]  # [B, 1 path]
-    table = tables_host(codes, u, max_chunk_bytes=1)[0]  # [2**U, U]
+    codes = (c * (1 << np.arange(u))).sum(1)  # the background's patterns on the one path
+    hist = np.bincount(codes, minlength=2**u)[None] / c.shape[0]  # [1 path, 2**U] shares
+    table = tables_host(hist, u, max_chunk_bytes=1)[0]  # [2**U, U]
     np.testing.assert_allclose(table[(a * (1 << np.arange(u))).sum(1)], expected, rtol=1e-12, atol=1e-14)
 
 

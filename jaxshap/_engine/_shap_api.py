@@ -219,7 +219,8 @@ class ShapConstruction(type):
         x64 = host_float64(cls, init_args)
         with local_x64() if x64 else contextlib.nullcontext():
             self = super().__call__(*args, **kwargs)
-        self.__dict__.update(init_args_=init_args, x64_=x64, seed_=_check_seed(extras.get("seed")))
+        self.__dict__.update(init_args_=init_args, seed_=_check_seed(extras.get("seed")))
+        self.__dict__.setdefault("x64_", x64)  # a class may decide float64 itself (TreeExplainer)
         if extras.get("output_names") is not None:
             _set_output_names(self, extras["output_names"])
         return self
