@@ -14,12 +14,10 @@ from ._coalitions._masks import (
 )
 from ._coalitions._combinatorics import shapley_weights
 from ._coalitions._combinatorics import shapley_kernel as kernel_weight
-from ._coalitions._auto_sampler import Auto
-from ._coalitions._kernel_design import KernelPlan
-from ._coalitions._kernel_layers import min_coalitions as min_kernel_coalitions
-from ._coalitions._kernel_plan import kernel_plan
+from ._coalitions._kernel_plan import KernelPlan, kernel_plan
+from ._coalitions._kernel_plan import min_coalitions as min_kernel_coalitions
 from ._coalitions._kernel_sampling import sample_coalitions as sample_kernel_coalitions
-from ._coalitions._samplers import Leverage, Middle, Paired, Sampler
+from ._coalitions._samplers import Auto, Leverage, Middle, Paired, Sampler
 
 __all__ = [
     "KernelPlan",

@@ -11,7 +11,7 @@ from ._estimators._interactions import INDICES, banzhaf_values, exact_interactio
 from ._estimators._kernel import kernel_shapley, kernel_solve
 from ._estimators._kernel_interactions import kernel_interactions
 from ._estimators._permutation import permutation_shapley
-from ._estimators._priors import Hierarchical, Isotropic, Leading, RowPrior
+from ._estimators._kernel_priors import Hierarchical, Isotropic, Leading, RowPrior
 
 __all__ = [
     "INDICES",

@@ -11,8 +11,12 @@ Each name is the jaxshap explainer of that algorithm; constructors take shap's a
 * :data:`Tree` -- :class:`jaxshap.TreeExplainer`;
 * :data:`GPUTree` -- :class:`jaxshap.TreeExplainer` too: it runs on whatever device JAX uses,
   a GPU included, so shap's CUDA-only class needs no counterpart of its own.
+
+:func:`register_algorithm` adds an explainer to :class:`jaxshap.Explainer`'s choices (its
+``algorithm=`` name and, optionally, when ``"auto"`` picks it; see :class:`Choice`).
 """
 
+from ._explainers._auto import Choice, register_algorithm
 from ._explainers._exact import ExactExplainer as Exact
 from ._explainers._kernel import KernelExplainer as Kernel
 from ._explainers._linear import LinearExplainer as Linear
@@ -22,4 +26,4 @@ from ._explainers._tree import TreeExplainer as Tree
 
 GPUTree = Tree
 
-__all__ = ["Exact", "GPUTree", "Kernel", "Linear", "Partition", "Permutation", "Tree"]
+__all__ = ["Choice", "Exact", "GPUTree", "Kernel", "Linear", "Partition", "Permutation", "Tree", "register_algorithm"]

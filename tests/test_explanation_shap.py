@@ -343,6 +343,8 @@ def test_scatter_with_percentile_limits_draws_what_shap_draws():
 
 def test_methods_trace_under_jit_and_keep_jax_leaves():
     sv, _ = pair()
+    sv = jax.tree_util.tree_map(jnp.asarray, sv)  # JAX leaves (the forest's own results are float64 NumPy)
+    assert all(isinstance(a, jax.Array) for a in jax.tree_util.tree_leaves(sv))
     chains = {
         "abs.mean(0)": lambda e: e.abs.mean(0).values,
         "percentile": lambda e: e.percentile(75, 0).values,

@@ -237,3 +237,64 @@ def test_sampler_instances_select_the_named_designs():
         kernel_plan(m, 150, "no-such-design")
     with pytest.raises(ValueError, match="exists already"):
         type("Again", (Paired,), {"name": "leverage", "__module__": __name__})
+
+
+# --- a new explainer -----------------------------------------------------------------------------
+# An explainer defined outside the package: one class and one registration make it an
+# `algorithm=` of jaxshap.Explainer, and its rule lets "auto" pick it before the built-in ones.
+
+
+class MarkedLinear:
+    """A model that says it is linear: ``f(x) = x @ w``."""
+
+    def __init__(self, w):
+        self.w = np.asarray(w, np.float32)
+
+    def __call__(self, X):
+        return np.asarray(X, np.float32) @ self.w
+
+
+class LinearByDefinition:
+    """Interventional SHAP values of a linear model from the definition: ``w_j (x_j - mean_j)``."""
+
+    def __init__(self, model, background):
+        self.model, self.mean = model, np.asarray(background, np.float32).mean(0)
+
+    def __call__(self, X):
+        X = np.asarray(X, np.float32)
+        base = np.full(X.shape[0], float(self.mean @ self.model.w), np.float32)
+        return jaxshap.Explanation(self.model.w * (X - self.mean), base, X)
+
+
+@pytest.fixture
+def registered_explainer():
+    from jaxshap._explainers import _auto
+
+    before = dict(_auto._REGISTRY)
+    jaxshap.explainers.register_algorithm(
+        "by_definition",
+        lambda choice: LinearByDefinition(choice.model, choice.rows),
+        lambda choice: "a marked linear model" if isinstance(choice.model, MarkedLinear) else None,
+        cls=LinearByDefinition,
+        before="exact",
+    )
+    yield
+    _auto._REGISTRY.clear()
+    _auto._REGISTRY.update(before)
+
+
+def test_a_registered_explainer_is_an_algorithm_and_auto_picks_it_by_its_rule(registered_explainer):
+    rng = np.random.default_rng(0)
+    background, X = rng.normal(size=(30, 4)).astype(np.float32), rng.normal(size=(5, 4)).astype(np.float32)
+    model = MarkedLinear([1.0, -2.0, 0.5, 3.0])
+    auto = jaxshap.Explainer(model, background)
+    assert isinstance(auto, LinearByDefinition) and isinstance(auto, jaxshap.Explainer)
+    assert auto.chosen_by_auto == "a marked linear model"
+    asked = jaxshap.Explainer(model, background, algorithm="by_definition")
+    assert asked.chosen_by_auto == "algorithm='by_definition'"
+    # the built-in exact explainer agrees with the new one on this model (and is still picked for others)
+    exact = jaxshap.Explainer(model, background, algorithm="exact")(X)
+    np.testing.assert_allclose(np.asarray(auto(X).values), np.asarray(exact.values), atol=1e-5)
+    assert isinstance(jaxshap.Explainer(lambda x: model(x), background), jaxshap.ExactExplainer)
+    with pytest.raises(ValueError, match="by_definition"):
+        jaxshap.Explainer(model, background, algorithm="no_such_algorithm")

@@ -291,7 +291,8 @@ def test_errors():
 
 
 def test_fast_subset_transform_against_explicit_sums():
-    from jaxshap._effects._mobius import check_set_count, mobius, mobius_plan, sets_up_to
+    from jaxshap._coalitions._combinatorics import mobius, mobius_plan
+    from jaxshap._effects._mobius import check_set_count, sets_up_to
 
     m, k = 7, 5
     sets = sets_up_to(m, k)
@@ -306,6 +307,24 @@ def test_fast_subset_transform_against_explicit_sums():
     with pytest.raises(ValueError, match="max_order=16"):
         check_set_count(17, 16, 500, "max_order")
     check_set_count(16, 16, 500, "max_order")  # every set of 16 features is allowed
+
+
+def test_dense_subset_sums_against_explicit_sums_and_invert_the_mobius_transform():
+    """The dense transform over all 2**u subsets (bit codes, the trees' superset shares and subset
+    totals) against sums written from the definition, and the family transform undoes it."""
+    from jaxshap._coalitions._combinatorics import mobius, mobius_plan, subset_sums
+
+    u = 5
+    z = np.random.default_rng(5).normal(size=(3, 2**u))
+    sub, sup = subset_sums(z), subset_sums(z, superset=True)
+    for q in range(2**u):
+        np.testing.assert_allclose(sub[:, q], sum(z[:, r] for r in range(2**u) if r & q == r), atol=1e-12)
+        np.testing.assert_allclose(sup[:, q], sum(z[:, r] for r in range(2**u) if r & q == q), atol=1e-12)
+    assert not np.shares_memory(sub, z)
+    sets = [tuple(j for j in range(u) if c >> j & 1) for c in range(1, 2**u)]  # every non-empty set, by code
+    with jax.enable_x64(True):  # with v(empty) = 0: sums less z(empty)
+        back = np.asarray(mobius(jnp.asarray((sub[:, 1:] - z[:, :1]).T), mobius_plan(sets, sets)))
+    np.testing.assert_allclose(back, z[:, 1:].T, atol=1e-9)
 
 
 def test_numpy_model_and_dataframe_names(reference):

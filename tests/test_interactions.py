@@ -501,18 +501,92 @@ def test_tree_interventional_interactions_equal_exact_explainer(kind):
     np.testing.assert_allclose(np.asarray(ours.interaction_values).sum(2), jaxshap.TreeExplainer(model, bg)(rows).values, atol=2e-5)
 
 
-@pytest.mark.parametrize("background", [False, True])
-def test_tree_direct_evaluation_equals_tables(monkeypatch, background):
-    """Long paths (or tables over the budget) are evaluated per row: same values."""
-    from jaxshap._tree import _interactions as tree_interactions
+def _layout(terms, m, k):
+    """The order-k tensor from ``{T: value}``: each set's value split evenly over the k-tuples whose
+    distinct indices are exactly T (brute force over every tuple)."""
+    out = np.zeros((m,) * k)
+    for idx in itertools.product(range(m), repeat=k):
+        T = tuple(sorted(set(idx)))
+        count = sum(1 for other in itertools.product(T, repeat=k) if set(other) == set(T))
+        out[idx] = terms[T] / count
+    return out
 
-    model, X = _tree_model("xgb_multi")
-    bg = np.nan_to_num(X[100:120]) if background else None
-    rows = X[:6]
-    tabled = jaxshap.TreeExplainer(model, bg).shap_interaction_values(rows)
-    monkeypatch.setattr(tree_interactions, "MAX_PATH_SLOTS", 1)
-    monkeypatch.setattr(tree_interactions, "MAX_INTERVENTIONAL_SLOTS", 1)
-    explainer = jaxshap.TreeExplainer(model, bg)
-    direct = explainer.shap_interaction_values(rows)
-    assert any("table" not in g for g in explainer._interaction_groups)
-    np.testing.assert_allclose(direct, tabled, rtol=1e-5, atol=1e-6)
+
+BACKGROUND_ROWS = 40
+
+
+@pytest.mark.parametrize("kind", ["xgb_multi", "lgb_reg", "rf_reg"])
+@pytest.mark.parametrize("order", [2, 3])
+def test_tree_interventional_interactions_of_every_index_equal_exact_explainer(kind, order):
+    """``TreeExplainer(model, bg)(X, interactions=k, index=...)``: the same tensor as ExactExplainer
+    on the model's own predict with the same background (every index, orders 2 and 3, 40
+    background rows: two chunks)."""
+    model, X = _tree_model(kind)
+    X = np.nan_to_num(X)
+    bg, rows = X[100 : 100 + BACKGROUND_ROWS], X[:3]
+    margin = _margin(model, kind)
+    tree = jaxshap.TreeExplainer(model, bg)
+    for index in INDICES:
+        ours = tree(rows, interactions=order, index=index)
+        exact = jaxshap.ExactExplainer(lambda Z: np.asarray(margin(Z), np.float64), bg, index=index)(rows, interactions=order)
+        assert np.shape(ours.values) == np.shape(exact.values) == (3,) + (TM,) * order + np.shape(exact.values)[1 + order :]
+        scale = max(1.0, np.abs(exact.values).max())
+        np.testing.assert_allclose(ours.values, exact.values, rtol=1e-4, atol=2e-5 * scale, err_msg=index)
+        np.testing.assert_array_equal(np.asarray(ours.values), np.asarray(ours.interaction_values))
+
+
+@pytest.mark.parametrize("order", [2, 3])
+def test_tree_path_dependent_interactions_of_every_index_match_the_definition(order):
+    """The path-dependent game's indices (brute force over all coalitions of the cover game) laid
+    out as the order-k tensor; for k-SII the rows sum to the SHAP values (efficiency at every order)."""
+    from jaxshap._tree._import import import_model
+
+    model, X = _tree_model("xgb_reg")
+    e = import_model(model)
+    explainer = jaxshap.TreeExplainer(model)
+    rows = X[:2]
+    for index in INDICES:
+        ours = np.asarray(explainer(rows, interactions=order, index=index).values)
+        for r, x in enumerate(rows):
+            want = _layout(oracle(index, _cover_game(e, x), TM, order), TM, order)
+            np.testing.assert_allclose(ours[r], want, rtol=1e-4, atol=2e-5, err_msg=index)
+    ksii = np.asarray(explainer(rows, interactions=order).values)
+    shap_values = np.asarray(explainer(rows).values)
+    np.testing.assert_allclose(ksii.sum(axis=tuple(range(2, 1 + order))), shap_values, atol=2e-5)
+    np.testing.assert_allclose(ksii.reshape(2, -1).sum(1) + np.asarray(explainer(rows).base_values),
+                               model.predict(rows, output_margin=True), atol=5e-5)
+
+
+def test_interaction_tensor_is_the_brute_force_layout():
+    """``interaction_tensor`` against :func:`_layout` for a random game's k-SII of order 3 and 4."""
+    value_fn, v, _ = table_game(5, 3)
+    for k in (3, 4):
+        terms, _, _ = estimators.exact_interactions(value_fn, 5, "k-SII", k)
+        from jaxshap._estimators._interactions import interaction_tensor
+
+        np.testing.assert_allclose(np.asarray(interaction_tensor(terms, k)), _layout(oracle("k-SII", v, 5, k), 5, k),
+                                   rtol=1e-4, atol=1e-5)
+
+
+def test_an_order_not_implemented_is_refused_naming_interactions():
+    """No explainer answers a higher order with a lower one: TreeExplainer and ExactExplainer refuse
+    orders above the number of features, KernelExplainer any interaction values, all naming
+    ``interactions``; a value that is not an order is refused too."""
+    model, X = _tree_model("xgb_reg")
+    X = np.nan_to_num(X)
+    margin = _margin(model, "xgb_reg")
+    tree = jaxshap.TreeExplainer(model)
+    with pytest.raises(ValueError, match="interactions"):
+        tree(X[:2], interactions=TM + 1)
+    with pytest.raises(ValueError, match="interactions"):
+        tree(X[:2], interactions=2.5)
+    exact = jaxshap.ExactExplainer(lambda Z: np.asarray(margin(Z), np.float32), X[100:110])
+    with pytest.raises(ValueError, match="interactions"):
+        exact(X[:2], interactions=TM + 1)
+    with pytest.raises(ValueError, match="interactions"):
+        exact(X[:2], interactions="3")
+    kernel = jaxshap.KernelExplainer(lambda Z: np.asarray(margin(Z), np.float32), X[100:110])
+    for k in (True, 2, 3):
+        with pytest.raises(ValueError, match="interactions"):
+            kernel(X[:2], interactions=k)
+    assert np.shape(kernel(X[:2], interactions=False).values) == (2, TM)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import threading
 from functools import partial
 
 import jax
@@ -15,9 +14,8 @@ import pytest
 import jaxshap
 from jaxshap.coalitions import kernel_plan, kernel_weight, min_kernel_coalitions, sample_kernel_coalitions
 from jaxshap.estimators import kernel_shapley, kernel_solve
-from jaxshap._coalitions._host_sampling import host_coalitions
-from jaxshap._coalitions._samplers._middle import MIDDLE_SHARE
-from jaxshap._coalitions._samplers._middle import innermost as _innermost
+from jaxshap._coalitions._samplers import MIDDLE_SHARE
+from jaxshap._coalitions._samplers import innermost as _innermost
 from oracle import shapley_from_game
 
 
@@ -60,37 +58,24 @@ def f64(params):
 
 
 # --- the sampling plan ------------------------------------------------------------------------------
-SAMPLING = ["compiled", "host"]
-"""The two samplers of a plan's distribution: in the program (``sample_kernel_coalitions``, used
-per row) and with NumPy (``host_coalitions``, the explainer's shared draw)."""
+def _draws(plan):
+    """``keys [n] -> (masks [n, C, M], weights [n, C])``, drawn by the compiled sampler."""
+    draw = jax.jit(jax.vmap(lambda k: sample_kernel_coalitions(k, plan)))
+    return lambda keys: tuple(np.asarray(a) for a in draw(keys))
 
 
-def _draws(where, plan):
-    """``keys [n] -> (masks [n, C, M], weights [n, C])`` (float64), by the compiled or the host sampler."""
-    if where == "compiled":
-        draw = jax.jit(jax.vmap(lambda k: sample_kernel_coalitions(k, plan)))
-        return lambda keys: tuple(np.asarray(a) for a in draw(keys))
-
-    def host(keys):
-        out = [host_coalitions(bits, plan) for bits in np.asarray(jax.random.key_data(keys))]
-        return np.stack([o[0] for o in out]), np.stack([o[1] for o in out])
-
-    return host
-
-
-def _draw(where, plan, key):
-    masks, weights = _draws(where, plan)(key[None])
+def _draw(plan, key):
+    masks, weights = _draws(plan)(key[None])
     return masks[0], np.asarray(weights[0], np.float64)
 
 
-@pytest.mark.parametrize("where", SAMPLING)
 @pytest.mark.parametrize(
     "m,n,sampler",
     [(9, 61, "paired"), (10, 301, "leverage"), (6, 30, "leverage"), (12, 150, "middle"), (11, 90, "middle")],
 )
-def test_plan_weights_distinct_and_paired(m, n, sampler, where):
+def test_plan_weights_distinct_and_paired(m, n, sampler):
     plan = kernel_plan(m, n, sampler)
-    masks, weights = _draw(where, plan, jax.random.key(3))
+    masks, weights = _draw(plan, jax.random.key(3))
     assert masks.shape == (n, m) and weights.shape == (n,)  # the budget is honoured exactly
     assert len({tuple(r) for r in masks}) == n  # without replacement
     sizes = masks.sum(1)
@@ -113,10 +98,9 @@ def test_plan_enumerates_small_layers_first():
     assert full.exact and len({tuple(r) for r in full.enum_masks}) == 62
 
 
-@pytest.mark.parametrize("where", SAMPLING)
-def test_sampling_is_keyed_and_jittable(where):
+def test_sampling_is_keyed_and_jittable():
     plan = kernel_plan(9, 61, "paired")
-    draw = lambda k: _draw(where, plan, k)[0]
+    draw = lambda k: _draw(plan, k)[0]
     a, b, c = draw(jax.random.key(0)), draw(jax.random.key(0)), draw(jax.random.key(1))
     assert np.array_equal(a, b) and not np.array_equal(b, c)
 
@@ -133,12 +117,11 @@ def _bound(dof):
     return dof + 5 * np.sqrt(2 * dof)  # about 5 standard deviations above the mean
 
 
-@pytest.mark.parametrize("where", SAMPLING)
 @pytest.mark.parametrize("max_ranked", [None, 12])
-def test_strata_are_uniform_without_replacement(monkeypatch, max_ranked, where):
+def test_strata_are_uniform_without_replacement(monkeypatch, max_ranked):
     """Every stratum draws uniformly: all k-subsets equally often, in uniform order, and (middle
     stratum, 2 draws of 10) every ordered pair of distinct subsets equally often."""
-    import jaxshap._coalitions._subsets as ks
+    import jaxshap._coalitions._kernel_sampling as ks
 
     if max_ranked is not None:  # the size-2 stratum (15 sets) falls back to independent draws
         monkeypatch.setattr(ks, "MAX_RANKED", max_ranked)
@@ -147,7 +130,7 @@ def test_strata_are_uniform_without_replacement(monkeypatch, max_ranked, where):
     (s2, mid) = plan.strata
     assert (s2.size, s2.n_draws, s2.n_pairs, mid.size, mid.n_draws, mid.n_pairs) == (2, 5, 4, 3, 2, 2)
     keys = jax.random.split(jax.random.key(5), n_keys)
-    masks = _draws(where, plan)(keys)[0]
+    masks = _draws(plan)(keys)[0]
     codes = masks.astype(np.int64) @ (1 << np.arange(m))  # [keys, C] subsets as bit patterns
     e = len(plan.enum_masks)
     draws2, comps2 = codes[:, e : e + 5], codes[:, e + 5 : e + 9]
@@ -170,12 +153,11 @@ def test_strata_are_uniform_without_replacement(monkeypatch, max_ranked, where):
     assert stat < _bound(dof), (stat, dof)
 
 
-@pytest.mark.parametrize("where", SAMPLING)
-def test_large_strata_fall_back_to_independent_uniform_draws(where):
+def test_large_strata_fall_back_to_independent_uniform_draws():
     m = 36  # the middle layers hold more than MAX_RANKED sets
     plan = kernel_plan(m, 200, "leverage")
     assert any(st.population > 2**30 for st in plan.strata) and any(st.population <= 2**30 for st in plan.strata)
-    masks, weights = _draw(where, plan, jax.random.key(2))
+    masks, weights = _draw(plan, jax.random.key(2))
     assert masks.shape == (200, m) and len({tuple(r) for r in masks}) == 200
     sizes = masks.sum(1)
     for s in range(1, m):
@@ -356,6 +338,11 @@ def test_jit_and_grad_through_a_jax_model():
     assert all(np.isfinite(np.asarray(v)).all() for v in g.values())
     ex = jaxshap.KernelExplainer(partial(jax_mlp, p32), bg, 20)
     np.testing.assert_allclose(jax.jit(lambda x: ex(x, key=key).values)(X), ex(X, key=key).values, atol=1e-6)
+    # the shared draw is a function of the key alone: jax.vmap over keys gives each key's eager result
+    keys = jax.random.split(key, 2)
+    batched = jax.jit(jax.vmap(lambda k: ex(X, key=k).values))(keys)
+    for i in range(2):
+        np.testing.assert_allclose(batched[i], ex(X, key=keys[i]).values, atol=1e-6)
 
 
 # --- "auto" -------------------------------------------------------------------------------------
@@ -451,14 +438,11 @@ def test_odd_kernel_is_the_sum_over_explicit_terms():
                                            u[:, t].prod(1) - u[:, t].sum(1) / k, atol=1e-12)
             kern = np.asarray(odd_kernel(jnp.asarray(u), jnp.asarray(u[:11]), k))
             np.testing.assert_allclose(kern, r @ r[:11].T, atol=1e-9 * np.abs(r @ r.T).max())
-            host = odd_kernel(u, u[:11], k)  # the host plan's NumPy path
-            assert isinstance(host, np.ndarray)
-            np.testing.assert_allclose(host, r @ r[:11].T, atol=1e-9 * np.abs(r @ r.T).max())
 
 
 def test_kernel_form_equals_explicit_columns():
     controls = ((3, 0.2), (5, 0.1))
-    from jaxshap._coalitions._kernel_design import plan_rows
+    from jaxshap._coalitions._kernel_sampling import plan_rows
     from jaxshap._estimators._kernel_solve import apply_operator, kernel_operator
 
     m, n = 7, 60
@@ -479,8 +463,8 @@ def test_kernel_form_equals_explicit_columns():
 
 
 def test_shared_coalitions_are_one_draw_per_call():
-    """Every row uses the coalitions drawn on the host from the call's key (the per-row solve
-    of those coalitions), and shared_coalitions=False gives row i the key fold_in(key, i)."""
+    """Every row uses the coalitions row 0 draws from fold_in(key, 0) (the per-row solve of those
+    coalitions), and shared_coalitions=False gives row i the key fold_in(key, i)."""
     m = 7
     params, bg, X = make_problem(m, n_rows=3, seed=8)
     model = partial(jax_mlp, params)
@@ -492,9 +476,9 @@ def test_shared_coalitions_are_one_draw_per_call():
     def game(x, masks):
         return model(jnp.where(masks[:, None, :], x, bgj)).mean(1)
 
-    # shared: one host draw for the call, every row solved with it
+    # shared: one draw for the call, every row solved with it
     plan = kernel_plan(m, 40, "paired")
-    masks, weights = _draw("host", plan, key)
+    masks, weights = _draw(plan, jax.random.fold_in(key, 0))
     masks = jnp.asarray(masks)
 
     ex = jaxshap.KernelExplainer(model, bg, 40, shared_coalitions=True, third_order=True, prior="auto")
@@ -521,15 +505,39 @@ def test_shared_coalitions_are_one_draw_per_call():
     np.testing.assert_allclose(np.asarray(expl.stderr), np.asarray(se), atol=1e-5)
 
 
-@pytest.mark.parametrize("where", SAMPLING)
-def test_pooled_small_budget_weights_are_unbiased(where):
+@pytest.mark.parametrize(
+    "m,n,options",
+    [(7, 40, {}), (8, 14, {}), (9, 60, {"third_order": True}), (12, 31, {"third_order": True}),
+     (9, 60, {"prior": "hierarchical"}), (20, 300, {}), (6, 62, {})],
+)
+def test_one_key_gives_one_set_of_coalitions_shared_or_not(m, n, options):
+    """The shared draw is the one row 0 makes with shared_coalitions=False: the same key gives
+    row 0 the same coalitions (so the same values and standard errors) either way, for small
+    pooled budgets, explicit and kernel-form controls, a per-row prior and full enumeration; the
+    other rows differ between the two (their own draws)."""
+    params, bg, X = make_problem(m, n_rows=3, seed=m + n)
+    model = partial(jax_mlp, f64(params))
+    key = jax.random.key(m * n)
+    runs = [jaxshap.KernelExplainer(model, bg, n, shared_coalitions=shared, **options)(X, key=key) for shared in (True, False)]
+    (phi_s, se_s), (phi_i, se_i) = ((np.asarray(e.values), np.asarray(e.stderr)) for e in runs)
+    scale = np.abs(phi_s).max()
+    np.testing.assert_allclose(phi_s[0], phi_i[0], atol=5e-5 * scale)
+    np.testing.assert_allclose(se_s[0], se_i[0], rtol=2e-3, atol=5e-5 * scale)
+    exact = n >= 2**m - 2
+    assert exact or np.abs(phi_s[1:] - phi_i[1:]).max() > 1e-3 * scale  # other rows: other draws
+    # and the shared draw does not depend on the rows explained with it
+    again = jaxshap.KernelExplainer(model, bg, n, **options)(X[::-1], key=key)
+    np.testing.assert_allclose(np.asarray(again.values)[::-1], phi_s, atol=5e-6 * scale)
+
+
+def test_pooled_small_budget_weights_are_unbiased():
     """Pooled layers (with replacement, importance weights): over many keys each size's weights
     add up, on average, to that size's kernel mass; the plan honours the budget exactly."""
     m, n = 12, 2 * 12 + 7  # size-1 layer enumerated, 3 pairs and one single pooled
     plan = kernel_plan(m, n, "paired")
     assert plan.pooled is not None and plan.pooled.n_pairs == 3 and plan.pooled.extra == 1 and plan.identified
     keys = jax.random.split(jax.random.key(0), 20000)
-    masks, weights = _draws(where, plan)(keys)
+    masks, weights = _draws(plan)(keys)
     weights = np.asarray(weights, np.float64)
     assert masks.shape == (20000, n, m)
     sizes = masks.sum(-1)
@@ -633,115 +641,3 @@ def test_pooled_draws_that_miss_a_direction_are_flagged_not_nan(budget):
         else:
             assert np.isinf(stderr).all()
     assert spanned == 0 if budget == 2 * m - 2 else spanned >= 1
-
-
-HOST_PLANS = [
-    (8, 60, "paired", True), (12, 400, "leverage", True), (20, 300, "leverage", True), (12, 31, "paired", True),
-    (12, 9, "paired", False), (9, 200, "paired", False),
-]
-"""Plans for the host operators: explicit and kernel-form controls, pooled small budgets with and
-without controls, an unidentified budget, plain."""
-
-
-@pytest.mark.parametrize("m,n,sampler,third", HOST_PLANS)
-def test_host_operators_match_the_compiled_ones(m, n, sampler, third):
-    """The host plan's operators (NumPy, float64) give the estimates and standard errors of the
-    compiled ones (float32) on the same coalitions: explicit and kernel-form controls, pooled
-    small budgets (with the first-order check and the span test), an unidentified budget."""
-    from jaxshap._estimators._kernel import third_order_ridge
-    from jaxshap._estimators._kernel_solve import apply_plan, plan_operators
-
-    plan = kernel_plan(m, n, sampler)
-    masks, weights = _draw("host", plan, jax.random.key(m + n))
-    controls = ((3, third_order_ridge(m)),) if third else ()
-    host = plan_operators(plan, masks, weights, controls, dtype=np.float64, xp=np)
-    compiled = jax.jit(lambda z, w: plan_operators(plan, z, w, controls, dtype=jnp.float32))(masks, weights.astype(np.float32))
-    assert jax.tree_util.tree_structure(host) == jax.tree_util.tree_structure(compiled)
-    rng = np.random.default_rng(m)
-    values = jnp.asarray(rng.normal(size=(masks.shape[0], 2)) + masks[:, :3].sum(1)[:, None], jnp.float32)
-    ends = jnp.asarray(rng.normal(size=(2, 2)), jnp.float32)
-    as32 = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float32) if a.dtype.kind == "f" else jnp.asarray(a), host)
-    phi_h, se_h = apply_plan(as32, plan, values, ends[0], ends[1])
-    phi_c, se_c = apply_plan(compiled, plan, values, ends[0], ends[1])
-    scale = float(np.abs(phi_c).max())
-    np.testing.assert_allclose(np.asarray(phi_h), np.asarray(phi_c), atol=2e-4 * scale)
-    np.testing.assert_allclose(np.asarray(se_h), np.asarray(se_c), rtol=2e-3, atol=1e-6)
-    assert plan.identified or np.isinf(np.asarray(se_h)).all()
-
-
-def test_host_plan_is_a_pure_function_of_the_key():
-    """The shared plan is the same eagerly, under jax.jit and under jax.vmap over keys; different
-    keys give different coalitions; repeated calls hit the cache without changing anything."""
-    from jaxshap._estimators import _host_plan
-
-    plan = kernel_plan(10, 120, "paired")
-    keys = jax.random.split(jax.random.key(1), 3)
-    eager = [_host_plan.shared_plan(k, plan)[0] for k in keys]
-    jitted = jax.jit(lambda k: _host_plan.shared_plan(k, plan)[0])
-    batched = jax.jit(jax.vmap(lambda k: _host_plan.shared_plan(k, plan)[0]))(keys)
-    for i, k in enumerate(keys):
-        np.testing.assert_array_equal(np.asarray(eager[i]), np.asarray(jitted(k)))
-        np.testing.assert_array_equal(np.asarray(eager[i]), np.asarray(batched[i]))
-        want = _draw("host", plan, k)[0]
-        np.testing.assert_array_equal(np.asarray(eager[i]), want)
-    assert not np.array_equal(np.asarray(eager[0]), np.asarray(eager[1]))
-    assert len(_host_plan._cache) <= _host_plan.CACHE_SIZE
-    # a concrete key's plan handed to the program as arguments is the plan the callback fetches
-    key = jax.random.key(99)
-    leaves = _host_plan.plan_leaves(key, plan)
-    given = jax.jit(lambda k, leaves: _host_plan.shared_plan(k, plan, leaves=leaves))(key, leaves)
-    fetched = jax.jit(lambda k: _host_plan.shared_plan(k, plan))(key)
-    for a, b in zip(jax.tree_util.tree_leaves(given), jax.tree_util.tree_leaves(fetched)):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    np.testing.assert_array_equal(np.asarray(given[0]), _draw("host", plan, key)[0])
-
-
-def test_a_plan_drawn_while_the_program_compiles_is_the_plan(monkeypatch):
-    """A call whose plan is not cached computes it on a worker thread while the block program
-    compiles (with placeholders of the plan's shapes): one compilation of the program, and the
-    values of a call whose plan was cached, to the bit."""
-    from conftest import CountCompiles
-    from jaxshap._estimators import _host_plan
-
-    rng = np.random.default_rng(5)
-    w = jnp.asarray(rng.normal(size=(9, 3)), jnp.float32)
-    model = lambda X: jnp.tanh(X @ w).sum(-1)  # noqa: E731
-    background = rng.normal(size=(12, 9)).astype(np.float32)
-    X = rng.normal(size=(5, 9)).astype(np.float32)
-    ex = jaxshap.KernelExplainer(model, background, 200)
-    key = jax.random.key(8123)
-    _host_plan._cache.clear()
-    threads = []
-    host_plan = _host_plan.host_plan
-
-    def recorded(*args):
-        threads.append(threading.current_thread().name)
-        return host_plan(*args)
-
-    monkeypatch.setattr(_host_plan, "host_plan", recorded)
-    with CountCompiles() as compiles:
-        first = ex(X, key=key)
-    assert compiles.names.count("jit(block_program)") == 1, compiles.names
-    assert len(threads) == 1 and threads[0].startswith("jaxshap-plan"), threads
-    again = ex(X, key=key)  # the plan is cached now: no thread, no placeholders
-    np.testing.assert_array_equal(np.asarray(first.values), np.asarray(again.values))
-    np.testing.assert_array_equal(np.asarray(first.stderr), np.asarray(again.stderr))
-    assert np.isfinite(np.asarray(first.stderr)).all()
-    np.testing.assert_allclose(np.asarray(first.values).sum(1), np.asarray(model(X) - model(background).mean()), rtol=1e-4, atol=1e-5)
-
-
-@pytest.mark.parametrize("m,n,sampler,third", HOST_PLANS + [(12, 31, "paired", False), (1 + 5, 62, "paired", True)])
-def test_operator_shapes_are_those_of_the_operators(m, n, sampler, third):
-    """The host plan declares its outputs from the plan alone: the same tree, shapes and dtypes
-    as the compiled operators."""
-    from jaxshap._estimators._kernel import third_order_ridge
-    from jaxshap._estimators._kernel_solve import operator_shapes, plan_operators
-
-    plan = kernel_plan(m, n, sampler)
-    controls = ((3, third_order_ridge(m)),) if third else ()
-    structs = (jax.ShapeDtypeStruct((plan.n_coalitions, m), jnp.bool_), jax.ShapeDtypeStruct((plan.n_coalitions,), jnp.float32))
-    want = jax.eval_shape(lambda z, w: plan_operators(plan, z, w, controls, dtype=jnp.float32), *structs)
-    got = operator_shapes(plan, controls, jnp.dtype(jnp.float32))
-    assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(want)
-    for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
-        assert (a.shape, a.dtype) == (b.shape, b.dtype)

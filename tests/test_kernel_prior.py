@@ -12,10 +12,9 @@ import pytest
 from scipy.linalg import null_space
 
 import jaxshap
-from jaxshap.coalitions import Auto, kernel_plan
+from jaxshap.coalitions import Auto, kernel_plan, sample_kernel_coalitions
 from jaxshap.estimators import Hierarchical, Isotropic, Leading, RowPrior, kernel_shapley, kernel_solve
-from jaxshap._coalitions._host_sampling import host_coalitions
-from jaxshap._coalitions._kernel_design import plan_rows
+from jaxshap._coalitions._kernel_sampling import plan_rows
 from jaxshap._estimators._control_variates import weighted_triple_kernel
 from jaxshap._estimators._kernel import third_order_ridge
 from jaxshap._estimators._kernel_solve import apply_operator, gls_apply, gls_operator, regression_rows
@@ -23,6 +22,13 @@ from oracle import shapley_from_game
 
 
 # --- oracles, written from the definitions -------------------------------------------------------
+def draw(plan, seed):
+    """A draw of ``plan``'s coalitions as NumPy arrays: masks ``[C, M]``, weights ``[C]`` (float64)."""
+    with jax.enable_x64(True):
+        masks, weights = sample_kernel_coalitions(jax.random.key(seed), plan)
+    return np.asarray(masks), np.asarray(weights, np.float64)
+
+
 def triples(m):
     return np.array(list(itertools.combinations(range(m), 3)), dtype=int)
 
@@ -86,8 +92,8 @@ def oracle_hierarchical(masks, weights, values, v0, v1, rho, power, mix):
 
 
 # --- the kernel -----------------------------------------------------------------------------------
-@pytest.mark.parametrize("xp", [np, jnp])
-def test_weighted_triple_kernel_is_the_sum_over_explicit_terms(xp):
+def test_weighted_triple_kernel_is_the_sum_over_explicit_terms():
+    xp = jnp
     from jaxshap._estimators._control_variates import odd_kernel, triple_mass, weighted_triple_kernel
 
     rng = np.random.default_rng(0)
@@ -112,7 +118,7 @@ def test_hierarchical_fit_is_the_reweighted_ridge_regression(power, mix):
     m, n = 8, 70
     rng = np.random.default_rng(2)
     plan = kernel_plan(m, n, "middle")
-    masks, weights = host_coalitions(np.asarray(jax.random.key_data(jax.random.key(3))), plan)
+    masks, weights = draw(plan, 3)
     values = rng.normal(size=n) + (2.0 * masks - 1.0) @ rng.normal(size=m)
     v0, v1 = rng.normal(), rng.normal()
     rho = third_order_ridge(m)
@@ -142,7 +148,7 @@ def test_row_solve_applies_the_gls_without_forming_its_operators():
     m, n = 9, 90
     rng = np.random.default_rng(4)
     plan = kernel_plan(m, n, "paired")
-    masks, weights = host_coalitions(np.asarray(jax.random.key_data(jax.random.key(5))), plan)
+    masks, weights = draw(plan, 5)
     values = rng.normal(size=(n, 2)) + (2.0 * masks - 1.0) @ rng.normal(size=(m, 2))
     v0, v1 = rng.normal(size=2), rng.normal(size=2)
     with jax.enable_x64(True):
@@ -167,7 +173,7 @@ def test_row_solve_applies_the_gls_without_forming_its_operators():
 def _paired_game(m, n, seed, outputs=None):
     rng = np.random.default_rng(seed)
     plan = kernel_plan(m, n, "paired")
-    masks, weights = host_coalitions(np.asarray(jax.random.key_data(jax.random.key(seed))), plan)
+    masks, weights = draw(plan, seed)
     shape = (m,) if outputs is None else (m, outputs)
     values = rng.normal(size=(n,) + shape[1:]) + (2.0 * masks - 1.0) @ rng.normal(size=shape)
     v0, v1 = rng.normal(size=shape[1:]), rng.normal(size=shape[1:])
@@ -210,7 +216,7 @@ def test_leading_fit_is_the_ridge_regression_on_its_largest_terms(features, term
 
 
 def test_residualised_triples_equal_the_products_of_their_signs():
-    from jaxshap._estimators._priors._leading import residualised_triples
+    from jaxshap._estimators._kernel_priors import residualised_triples
 
     rng = np.random.default_rng(3)
     z = rng.random((50, 9)) < 0.5
@@ -301,28 +307,24 @@ def test_hierarchical_prior_cuts_the_error_where_interactions_follow_the_main_ef
 
 @pytest.mark.parametrize("prior", [Hierarchical(), Leading(features=6, terms=10)])
 def test_shared_and_independent_draws_use_the_same_prior(prior):
-    """The shared path (parts computed on the host in float64) and the per-row path (traced) give
-    the same values for the same coalitions."""
-    from jaxshap._estimators._kernel_solve import plan_operators
+    """The shared path (the draw's operators and parts once, then each row's step) and the
+    per-row solve give the same values for the same coalitions."""
+    from jaxshap._estimators._kernel import draw_operators
 
     m, n = 9, 60
     rng = np.random.default_rng(7)
     plan = kernel_plan(m, n, "middle")
-    masks, weights = host_coalitions(np.asarray(jax.random.key_data(jax.random.key(1))), plan)
-    values = jnp.asarray(rng.normal(size=(n, 2)) + (2.0 * masks - 1.0) @ rng.normal(size=(m, 2)), jnp.float32)
-    v0, v1 = jnp.asarray(rng.normal(size=2), jnp.float32), jnp.asarray(rng.normal(size=2), jnp.float32)
+    key = jax.random.key(1)
     controls = ((3, third_order_ridge(m)),)
-    ops = plan_operators(plan, masks, weights, controls, dtype=np.float64, xp=np)
-    parts = prior.parts(plan, masks, weights, controls, dtype=np.float64, xp=np)
-    cast = lambda tree: jax.tree_util.tree_map(  # noqa: E731
-        lambda a: jnp.asarray(a, jnp.float32) if np.asarray(a).dtype.kind == "f" else jnp.asarray(a), tree
-    )
-    host = prior.apply(cast(ops), cast(parts), plan, values, v0, v1)
-    traced = jax.jit(lambda v: kernel_solve(plan, jnp.asarray(masks), jnp.asarray(weights, jnp.float32), v, v0, v1,
-                                            third_order=True, prior=prior))(values)
-    for a, b in zip(host, traced):
-        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-3, atol=2e-4 * float(np.abs(host[0]).max()))
-    np.testing.assert_allclose(np.asarray(host[0]).sum(0), np.asarray(v1 - v0), rtol=1e-4, atol=1e-5)  # efficiency
+    masks, ops, parts = draw_operators(key, plan, controls, prior)
+    weights = sample_kernel_coalitions(key, plan, jnp.float32)[1]
+    values = jnp.asarray(rng.normal(size=(n, 2)) + (2.0 * np.asarray(masks) - 1.0) @ rng.normal(size=(m, 2)), jnp.float32)
+    v0, v1 = jnp.asarray(rng.normal(size=2), jnp.float32), jnp.asarray(rng.normal(size=2), jnp.float32)
+    shared = jax.jit(lambda v: prior.apply(ops, parts, plan, v, v0, v1))(values)
+    traced = jax.jit(lambda v: kernel_solve(plan, masks, weights, v, v0, v1, third_order=True, prior=prior))(values)
+    for a, b in zip(shared, traced):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-4, atol=2e-5 * float(np.abs(shared[0]).max()))
+    np.testing.assert_allclose(np.asarray(shared[0]).sum(0), np.asarray(v1 - v0), rtol=1e-4, atol=1e-5)  # efficiency
 
 
 # --- the choice ------------------------------------------------------------------------------------

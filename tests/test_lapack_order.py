@@ -2,7 +2,10 @@
 
 On a CPU, jaxlib 0.10 splits a batched LAPACK call over XLA's intra-op pool and blocks a pool
 thread until its parts finish; two such calls that XLA runs side by side deadlock a pool of two
-threads (a 2-core machine). See tests/lapack_audit.py and jaxshap/_platform/_lapack_order.py.
+threads (a 2-core machine). See tests/lapack_audit.py and jaxshap/_platform/_lapack_order.py
+(the workaround, with the upstream references). The audit fails without the workaround: with
+``after`` made the identity, five of the eight configurations below hold batched calls side by
+side (the three others have no pair to order).
 """
 
 import os
@@ -75,7 +78,7 @@ def _kernel_estimator_vmapped():
 
 CONFIGS = {
     "kernel-pooled-third-order-per-row": _kernel_pooled_per_row,
-    # shared coalitions factorise on the host (jaxshap._estimators._host_plan): only the masker's run in the program
+    # the shared draw's factorisations (unbatched) before the masker's batched ones
     "kernel-gaussian-shared": lambda: _kernel_gaussian(True),
     "kernel-gaussian-per-row": lambda: _kernel_gaussian(False),
     # each row's own A_0 (the leading-terms prior's parts) besides the masker's and the draw's factorisations

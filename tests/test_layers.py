@@ -17,7 +17,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "jaxshap"
 
 # folder (or top-level module) -> layer; lower layers know nothing of higher ones.
 LAYERS = {
-    "_platform": 0,     # workarounds for the host platform: BLAS threads, LAPACK order, host LAPACK, JAX cache
+    "_platform": 0,     # the host platform: environment settings, BLAS threads, LAPACK order, JAX cache
     "_core": 1,         # pytree split, inputs, device rows, validation, chunking, links, model adapters, sharding, streaming, threefry
     "datasets": 1,      # data shipped with the package
     "_coalitions": 2,   # combinatorics, masks, permutations, Shapley-kernel samplers, feature hierarchies
@@ -109,3 +109,22 @@ def test_the_check_can_fail(tmp_path, source, target, expected):
         assert found == []
     else:
         assert len(found) == 1 and f"({expected}:" in found[0]
+
+
+def _environment_reads(root: pathlib.Path = PACKAGE) -> list[str]:
+    """``file:line`` of every ``os.environ`` / ``os.getenv`` / ``os.putenv`` in the package."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+            if name in ("environ", "getenv", "putenv", "environb"):
+                found.append(f"{path.relative_to(root.parent)}:{node.lineno}")
+    return found
+
+
+def test_the_environment_is_read_in_one_module(tmp_path):
+    """Settings from environment variables live in ``_platform/_config.py`` (and the check sees a planted read)."""
+    assert {f.split(":")[0] for f in _environment_reads()} <= {"jaxshap/_platform/_config.py"}
+    (tmp_path / "jaxshap").mkdir()
+    (tmp_path / "jaxshap" / "_planted.py").write_text("import os\nflag = os.environ.get('X')\n")
+    assert _environment_reads(tmp_path / "jaxshap") == ["jaxshap/_planted.py:2"]

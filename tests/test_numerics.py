@@ -311,89 +311,24 @@ def test_memory_budget_bool_rejected_by_helper():
             check_memory_budget(bad)
 
 
-def test_single_threaded_blas_caps_and_restores():
-    from jaxshap._platform import _threads
+def test_one_blas_thread_caps_and_restores():
+    """The block holds every loaded BLAS at one thread, or with ``lapack=True`` the one behind
+    jaxlib's LAPACK and not NumPy's own, and restores the counts (through threadpoolctl)."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from jaxshap._platform._threads import one_blas_thread
 
-    np.ones((64, 64)) @ np.ones((64, 64))  # NumPy's OpenBLAS is loaded
-    libs = [f for f in map(_threads._functions, _threads._loaded_openblas()) if f is not None]
-    if not libs:
-        pytest.skip("no OpenBLAS with thread controls in this process")
-    before = [get() for get, _ in libs]
-    with _threads.single_threaded_blas():
-        assert [get() for get, _ in libs] == [1] * len(libs)
-    assert [get() for get, _ in libs] == before
-
-
-def test_thread_caps_nest_across_threads_and_spare_numpys_blas():
-    """single_threaded_lapack holds the LAPACK's OpenBLAS (not NumPy's) at one thread; a
-    single_threaded_blas block on another thread that ends first does not lift that hold (it
-    restored its own saved count over a running program before); the last block restores."""
-    import threading
-
-    import jax.numpy as jnp
-
-    from jaxshap._platform import _threads
-
-    np.ones((64, 64)) @ np.ones((64, 64))  # NumPy's OpenBLAS is loaded
+    np.ones((64, 64)) @ np.ones((64, 64))  # NumPy's BLAS is loaded
     jnp.linalg.cholesky(jnp.eye(3)).block_until_ready()  # and the LAPACK jaxlib calls
-    libs = {p: f for p in _threads._loaded_openblas() if (f := _threads._functions(p)) is not None}
-    lapack = [p for p in libs if not _threads._numpy_own(p)]
-    numpy_own = [p for p in libs if _threads._numpy_own(p)]
-    if not lapack or not numpy_own:
-        pytest.skip("needs NumPy's and SciPy's own OpenBLAS (pip wheels)")
-    saved = {p: libs[p][0]() for p in libs}
-    try:
-        for get, put in libs.values():
-            put(2)
-        counts = lambda paths: [libs[p][0]() for p in paths]  # noqa: E731
-        entered, leave = threading.Event(), threading.Event()
-
-        def other():
-            with _threads.single_threaded_blas():
-                entered.set()
-                leave.wait(10)
-
-        worker = threading.Thread(target=other)
-        worker.start()
-        assert entered.wait(10)
-        assert counts(libs) == [1] * len(libs)
-        with _threads.single_threaded_lapack():
-            leave.set()
-            worker.join(10)
-            assert counts(lapack) == [1] * len(lapack)  # still held by this block
-            assert counts(numpy_own) == [2] * len(numpy_own)  # restored by the other block, not held here
-            with _threads.single_threaded_lapack():  # nested
-                assert counts(lapack) == [1] * len(lapack)
-            assert counts(lapack) == [1] * len(lapack)
-        assert counts(libs) == [2] * len(libs)
-    finally:
-        for p, (get, put) in libs.items():
-            put(saved[p])
-
-
-@pytest.mark.parametrize("n", [1, 2, 5, 127, 128, 129, 300])
-def test_host_spd_inverse_is_the_inverse(n):
-    """The host plan's Cholesky inverse (LAPACK potrf + potri through ctypes, mirrored block by
-    block) against the definition, for sizes around its block of 128."""
-    from jaxshap._platform._host_lapack import spd_inverse
-
-    rng = np.random.default_rng(n)
-    a = rng.normal(size=(n, n + 3))
-    spd = a @ a.T / n + 0.1 * np.eye(n)
-    inv = spd_inverse(spd)
-    np.testing.assert_allclose(inv @ spd, np.eye(n), atol=1e-9)
-    np.testing.assert_array_equal(inv, inv.T)  # exactly symmetric
-    assert spd_inverse(spd) is not spd
-
-
-def test_host_spd_inverse_uses_lapack_and_falls_back_when_not_definite():
-    from jaxshap._platform import _host_lapack
-
-    np.ones((64, 64)) @ np.ones((64, 64))  # NumPy's OpenBLAS is loaded
-    if not _host_lapack._loaded_openblas():
-        pytest.skip("no OpenBLAS loaded in this process")
-    routines = _host_lapack._routines()
-    assert routines is not None, "NumPy's OpenBLAS is loaded but its dpotrf/dpotri were not found"
-    indefinite = np.array([[1.0, 2.0, 0.0], [2.0, 1.0, 0.0], [0.0, 0.0, 3.0]])
-    assert _host_lapack._cholesky_inverse(indefinite, routines) is None  # potrf reports it
-    np.testing.assert_allclose(_host_lapack.spd_inverse(indefinite), np.linalg.inv(indefinite), atol=1e-12)
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+        counts = lambda: {i["filepath"]: i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"}  # noqa: E731
+        before = counts()
+        if not before:
+            pytest.skip("no BLAS library that threadpoolctl controls")
+        with one_blas_thread():
+            assert set(counts().values()) == {1}
+        assert counts() == before
+        numpy_own = {p for p in before if "numpy" in p.split("site-packages")[-1]}
+        with one_blas_thread(lapack=True):
+            now = counts()
+            assert all(now[p] == (before[p] if p in numpy_own else 1) for p in before), now
+        assert counts() == before

@@ -1,12 +1,11 @@
-"""The sweep inverse (jaxshap._estimators._sweep)."""
+"""The sweep inverse (jaxshap._estimators._kernel_solve.sweep_inverse)."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxshap._estimators._kernel_solve import _spd_inverse
-from jaxshap._estimators._sweep import sweep_inverse
+from jaxshap._estimators._kernel_solve import spd_inverse, sweep_inverse
 
 
 def _spd(n, cond, seed):
@@ -26,7 +25,7 @@ def test_sweep_inverse_is_as_accurate_as_the_cholesky_inverse(n, cond):
     ref = np.linalg.inv(a)
     a32 = jnp.asarray(a, jnp.float32)
     swept = jax.jit(sweep_inverse)(a32)
-    cholesky = _spd_inverse(a32, (), jnp)
+    cholesky = spd_inverse(a32)
     floor = 8 * np.finfo(np.float32).eps * cond  # the conditioning's own float32 error
     assert _rel(swept, ref) <= max(3 * _rel(cholesky, ref), floor)
     assert np.abs(np.asarray(swept) @ a - np.eye(n)).max() < 50 * np.finfo(np.float32).eps * cond

@@ -239,17 +239,17 @@ def test_interventional_equals_exact_explainer(models):
     np.testing.assert_allclose(np.asarray(ours.base_values), np.asarray(exact.base_values), atol=2e-5)
 
 
-@pytest.mark.parametrize("mode", ["tree_path_dependent", "interventional"])
 @pytest.mark.parametrize("max_table_slots", [0, 2])
-def test_direct_evaluation_equals_tables(models, explained, monkeypatch, mode, max_table_slots):
-    """All paths evaluated directly (0), or short paths tabulated and longer ones direct (2)."""
+def test_pair_kernel_equals_pattern_tables(models, explained, monkeypatch, max_table_slots):
+    """Interventional: every path against the background in chunks (0), or short paths from the
+    background's pattern tables and longer ones in chunks (2), equal the default build."""
     model, raw, X = models["xgb_multi"]
-    bg = X[100:130] if mode == "interventional" else None
-    tabled = explained("xgb_multi")[mode == "interventional"]
+    tabled = explained("xgb_multi")[1]
     monkeypatch.setattr(tree_explainer_module, "MAX_TABLE_SLOTS", max_table_slots)
-    direct = jaxshap.TreeExplainer(model, bg, mode)
-    assert not direct._use_table
-    assert any(direct._group_tabled) == (max_table_slots > 0)
+    monkeypatch.setattr(tree_explainer_module, "BACKGROUND_CHUNK", 7)  # 30 rows: chunks of 7, the last padded
+    direct = jaxshap.TreeExplainer(model, X[100:130])
+    kinds = ["table" in g["blocks"] for g in direct._default.groups]
+    assert any(kinds) == (max_table_slots > 0) and not all(kinds)
     np.testing.assert_allclose(np.asarray(direct(X[:N_ROWS]).values), np.asarray(tabled.values), rtol=1e-5, atol=1e-6)
 
 
@@ -269,7 +269,7 @@ def test_small_memory_budget_chunks_rows_and_agrees(models, explained):
         bg = X[100:130] if mode == "interventional" else None
         ex = jaxshap.TreeExplainer(model, bg, mode, memory_budget=1 << 12)
         assert ex._rows_per_chunk(N_ROWS) < N_ROWS
-        np.testing.assert_allclose(np.asarray(ex(X[:N_ROWS]).values), np.asarray(expl.values), rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(np.asarray(ex(X[:N_ROWS]).values), np.asarray(expl.values), rtol=1e-6, atol=1e-6)
 
 
 def test_shapes_names_and_single_row(models, explained):
@@ -320,3 +320,50 @@ def test_dataframe_trained_xgboost_keeps_names_and_efficiency():
     assert expl.feature_names == [f"f{j}" for j in range(M)]
     total = np.asarray(expl.values).sum(1) + np.asarray(expl.base_values)
     np.testing.assert_allclose(total, model.predict(df.iloc[:5], output_margin=True), rtol=1e-5, atol=1e-5)
+
+
+# --- large and weighted backgrounds -----------------------------------------------------------------
+def test_a_large_background_is_met_in_chunks(models, monkeypatch):
+    """``maskers.Independent(rows, max_samples=None)`` keeps every background row; the pair kernel
+    meets them in chunks (64 here, the last one padded) and equals the pattern tables and the
+    brute-force interventional values."""
+    from oracle import interventional_shapley
+
+    model, raw, X = models["xgb_reg"]
+    background = jaxshap.maskers.Independent(np.nan_to_num(X[:230]), max_samples=None)
+    tabled = jaxshap.TreeExplainer(model, background)
+    assert tabled._background_rows.shape[0] == 230
+    monkeypatch.setattr(tree_explainer_module, "MAX_TABLE_SLOTS", 0)
+    monkeypatch.setattr(tree_explainer_module, "BACKGROUND_CHUNK", 64)
+    chunked = jaxshap.TreeExplainer(model, background)
+    assert not any("table" in g["blocks"] for g in chunked._default.groups)
+    rows = X[230:233]
+    ours = np.asarray(chunked(rows).values)
+    np.testing.assert_allclose(ours, np.asarray(tabled(rows).values), rtol=1e-5, atol=1e-6)
+    expected = interventional_shapley(lambda Z: raw(np.asarray(Z, np.float32)), rows, np.nan_to_num(X[:230]))
+    np.testing.assert_allclose(ours, expected, rtol=1e-4, atol=2e-5)
+
+
+@pytest.mark.parametrize("kind, output", [("xgb_reg", "raw"), ("xgb_bin", "probability"), ("lgb_multi", "raw")])
+def test_weighted_background_equals_repeated_rows(models, monkeypatch, kind, output):
+    """A weighted background (k-means centres and weights) is the background with each row
+    repeated as often as its weight: SHAP values, base values and pair interactions, through the
+    pattern tables and through the chunked pair kernel."""
+    model, raw, X = models[kind]
+    rows, bg = X[:5], np.nan_to_num(X[100:110])
+    counts = np.array([1, 3, 2, 4, 1, 1, 2, 5, 1, 3])
+    weighted = jaxshap.maskers.Independent(bg, weights=counts, max_samples=None)
+    repeated = jaxshap.maskers.Independent(np.repeat(bg, counts, axis=0), max_samples=None)
+    for tables in (10, 0):
+        monkeypatch.setattr(tree_explainer_module, "MAX_TABLE_SLOTS", tables)
+        a = jaxshap.TreeExplainer(model, weighted, model_output=output)
+        b = jaxshap.TreeExplainer(model, repeated, model_output=output)
+        ea, eb = a(rows), b(rows)
+        np.testing.assert_allclose(np.asarray(ea.values), np.asarray(eb.values), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(np.asarray(ea.base_values), np.asarray(eb.base_values), rtol=1e-6, atol=1e-6)
+        if output == "raw":
+            np.testing.assert_allclose(np.asarray(a(rows, interactions=2).values), np.asarray(b(rows, interactions=2).values),
+                                       rtol=1e-5, atol=1e-6)
+    path_a = jaxshap.TreeExplainer(model, weighted, feature_perturbation="tree_path_dependent")(rows)
+    path_b = jaxshap.TreeExplainer(model, repeated, feature_perturbation="tree_path_dependent")(rows)
+    np.testing.assert_allclose(np.asarray(path_a.values), np.asarray(path_b.values), rtol=1e-5, atol=1e-6)

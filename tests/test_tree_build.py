@@ -1,44 +1,111 @@
-"""Building a TreeExplainer: vectorised path tables, deep trees, the memory guard.
+"""Building a TreeExplainer: the dense path kernels, deep trees, the memory guard.
 
-Oracles: the per-pattern kernels (``path_shapley``, the pair closed form) evaluated pattern by
-pattern, the library's own predictions (efficiency) and brute force over the path-dependent game.
+Oracles: brute-force Shapley values and interaction indices of single paths' games, computed
+here from the definitions pattern by pattern, the library's own predictions (efficiency) and
+XGBoost's and LightGBM's own TreeSHAP (``pred_contribs`` / ``pred_contrib``).
 """
 
 from __future__ import annotations
 
+import itertools
+
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import jaxshap
+from oracle import shapley_from_game
 
 xgb = pytest.importorskip("xgboost")
 
+from jaxshap._estimators._interactions import exact_interactions  # noqa: E402
 from jaxshap._tree._import import import_model  # noqa: E402
-from jaxshap._tree._interventional import interventional_tables_host, pattern_table  # noqa: E402
-from jaxshap._tree._path_dependent import path_shapley, path_tables_host  # noqa: E402
-from jaxshap._tree._paths import decompose, follows, follows_host, slot_arrays  # noqa: E402
+from jaxshap._tree._interventional import pair_block, shapley_tables, tables_host  # noqa: E402
+from jaxshap._tree._path_dependent import shapley_arrays, shapley_block  # noqa: E402
+from jaxshap._tree._paths import decompose, follows, follows_host, host_slots  # noqa: E402
+from jaxshap._tree._quadrature import product_terms, rule  # noqa: E402
 
 
-@pytest.mark.parametrize("u", [1, 2, 4, 6, 12])
-def test_tables_equal_pattern_by_pattern_kernels(u):
+def _patterns(u: int, rng) -> np.ndarray:
+    """Every pattern of ``u`` followed slots (at most 64 of them, drawn at random beyond)."""
+    if u <= 6:
+        return ((np.arange(2**u)[:, None] >> np.arange(u)) & 1).astype(bool)
+    return rng.random((64, u)) < 0.5
+
+
+def _path_game(z, o):
+    return lambda s: np.prod([o[j] if j in s else z[j] for j in range(len(z))])
+
+
+@pytest.mark.parametrize("u", [1, 2, 4, 7, 12])
+def test_path_dependent_kernel_equals_brute_force(u):
+    """The quadrature kernel (ceil(U/2) Gauss nodes) against the Shapley values of each path's
+    game ``prod_{S} o prod_{not S} z`` over its slots, for every pattern of followed slots,
+    with a zero cover share (a child with no cover)."""
     rng = np.random.default_rng(u)
-    p, b = 5, 37
-    z = rng.random((p, u))
-    z[0, 0] = 0.0  # a zero fraction (a child with no cover)
-    bits = ((np.arange(2**u)[:, None] >> np.arange(u)) & 1).astype(bool)
-    per_pattern = jax.jit(jax.vmap(jax.vmap(path_shapley, (None, 0)), (0, None)))
-    direct = np.asarray(per_pattern(z.astype(np.float32), bits))
-    np.testing.assert_allclose(path_tables_host(z, max_chunk_bytes=1), direct, rtol=2e-5, atol=1e-6)
-    codes = rng.integers(0, 2**u, size=(b, p))
-    pair = pattern_table(u, np.float64)
-    expected = np.stack([pair[:, codes[:, i], :].mean(1) for i in range(p)])
-    np.testing.assert_allclose(interventional_tables_host(codes, u, max_chunk_bytes=1), expected, rtol=0, atol=1e-14)
+    z = rng.random((3, u))
+    z[0, 0] = 0.0
+    value = rng.normal(size=3)
+    o = _patterns(u, rng)  # [n, U]
+    host = shapley_arrays(z, value)
+    with jax.enable_x64(True):
+        params = {k: jnp.asarray(v) for k, v in host.items()}
+        follow = jnp.asarray(np.broadcast_to(o.T[None], (3, u, o.shape[0])))
+        got = np.asarray(shapley_block(params, follow))  # [P, U, n]
+    for p in range(3):
+        for r in range(o.shape[0]):
+            expected = value[p] * shapley_from_game(_path_game(z[p], o[r]), u)
+            np.testing.assert_allclose(got[p, :, r], expected, rtol=1e-10, atol=1e-13)
+
+
+@pytest.mark.parametrize("u", [1, 3, 6])
+def test_pair_kernel_and_pattern_tables_equal_brute_force(u):
+    """The interventional closed form (chunked pair kernel) and the pattern tables built from the
+    background's histogram, against the brute-force Shapley values of the hybrid-row game
+    ``prod_{S} a prod_{not S} c`` averaged over background rows."""
+    rng = np.random.default_rng(10 + u)
+    a = _patterns(u, rng)  # rows [n, U]
+    c = rng.random((9, u)) < 0.6  # background rows [B, U]
+    expected = np.stack([np.mean([shapley_from_game(_path_game(cb, ar), u) for cb in c], axis=0) for ar in a])
+    wa, wb = shapley_tables(u)
+    with jax.enable_x64(True):
+        weight = jnp.full((1, 1, c.shape[0], 1), 1.0 / c.shape[0])
+        got = pair_block(jnp.asarray(a.T[None]), jnp.asarray(c.T[None]), jnp.asarray(wa), jnp.asarray(wb), weight)
+    np.testing.assert_allclose(np.asarray(got)[0, :, :, 0].T, expected, rtol=1e-12, atol=1e-14)
+    codes = (c * (1 << np.arange(u))).sum(1)  # the background's patterns on the one path
+    hist = np.bincount(codes, minlength=2**u)[None] / c.shape[0]  # [1 path, 2**U] shares
+    table = tables_host(hist, u, max_chunk_bytes=1)[0]  # [2**U, U]
+    np.testing.assert_allclose(table[(a * (1 << np.arange(u))).sum(1)], expected, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("index", ["SII", "STII", "FSII", "BII"])
+@pytest.mark.parametrize("order", [1, 2, 3])
+def test_product_terms_equal_exact_interactions(index, order):
+    """The quadrature terms of one path's product game (with factors that vanish at p = 0 and at
+    inner nodes) against ``exact_interactions`` on the same game over the slots and two null features."""
+    rng = np.random.default_rng(order)
+    u, m = 5, 7
+    alpha = rng.random(u) * (rng.random(u) > 0.3)
+    beta = rng.random(u) * (rng.random(u) > 0.3)
+    alpha[0], beta[0] = 1.0, 0.0  # f(0) = 0 while d = 1
+    alpha[1], beta[1] = 0.0, 0.0  # f = 0 everywhere: the leaf is never reached
+    for a, b in ((alpha, beta), (np.where(np.arange(u) == 1, 1.0, alpha), np.where(np.arange(u) == 1, 1.0, beta))):
+        with jax.enable_x64(True):
+            game = lambda masks: jnp.prod(jnp.where(masks[:, :u], a, b), axis=1)[:, None]  # noqa: E731
+            terms, _, _ = exact_interactions(game, m, index, order)
+            nodes, weights = rule(index, order, u)
+            got = product_terms(jnp.asarray(a)[None, :, None], jnp.asarray(b)[None, :, None], nodes, weights,
+                                range(1, order + 1))
+        for t in range(1, order + 1):
+            mine = np.asarray(got[t]).reshape((u,) * t)
+            ref = np.asarray(terms[t - 1])[(slice(0, u),) * t][..., 0]
+            np.testing.assert_allclose(mine, ref, rtol=1e-10, atol=1e-13)
 
 
 def test_follows_on_device_equals_follows_on_host():
-    """``follows`` (JAX, one row) and ``follows_host`` (NumPy, many rows) on numeric, missing and
-    categorical slots, including negative and unseen category codes."""
+    """``follows`` (JAX, rows along the minor axis) and ``follows_host`` (NumPy) on numeric, missing
+    and categorical slots, including negative and unseen category codes."""
     pd = pytest.importorskip("pandas")
     rng = np.random.default_rng(3)
     n = 300
@@ -53,20 +120,32 @@ def test_follows_on_device_equals_follows_on_host():
     X[1::7, 1] = np.nan
     X[2::9, 1] = -1.0
     X[3::11, 1] = 45.0
-    on_device = jax.vmap(follows, (None, 0))(slot_arrays(paths, np.float32), X)
-    np.testing.assert_array_equal(np.asarray(on_device), follows_host(paths, X))
+    slots = {k: jnp.asarray(v) for k, v in host_slots(paths, np.float32).items()}
+    on_device = np.moveaxis(np.asarray(follows(slots, jnp.asarray(X.T))), 2, 0)
+    np.testing.assert_array_equal(on_device, follows_host(paths, X))
 
 
-def test_path_kernel_program_does_not_grow_with_the_path():
-    """``path_shapley`` loops over the slots inside the program (``lax.scan``): a path of 20 slots
-    compiles to the same program as one of 4. Unrolled, its products grew into fused kernels whose
-    compilation took seconds on depth-20 trees."""
+def test_kernel_programs_do_not_grow_with_the_path():
+    """The path kernels are products and sums over the slot and node axes: a path of 24 slots (12
+    nodes) compiles to a program of the same size as one of 4 (2 nodes)."""
 
-    def lines(u):
-        args = (jax.ShapeDtypeStruct((7, u), np.float32), jax.ShapeDtypeStruct((7, u), np.bool_))  # 7 paths
-        return jax.jit(jax.vmap(path_shapley)).lower(*args).as_text().count("\n")
+    def lines(fn, u, q, *shapes):
+        args = [jax.ShapeDtypeStruct(s(u, q), np.float32) for s in shapes]
+        return jax.jit(fn).lower(*args).as_text().count("\n")
 
-    assert lines(20) == lines(4)
+    def shapley(a1, g, vw, follow):
+        params = {"A1": a1, "A0": a1, "G": g, "vw": vw, "zpos": follow[:, :, 0] > 0}
+        return shapley_block(params, follow > 0)
+
+    shapes = (lambda u, q: (7, u, q), lambda u, q: (7, u + 1, q), lambda u, q: (7, q), lambda u, q: (7, u, 5))
+    assert lines(shapley, 24, 12, *shapes) == lines(shapley, 4, 2, *shapes)
+
+    def terms(u):
+        nodes, weights = rule("SII", 2, u)
+        fn = lambda a, b: product_terms(a, b, nodes, weights, (1, 2))  # noqa: E731
+        return jax.jit(fn).lower(*[jax.ShapeDtypeStruct((7, u, 5), np.float32)] * 2).as_text().count("\n")
+
+    assert terms(24) == terms(4)
 
 
 def _deep_model():
@@ -86,7 +165,8 @@ def test_depth_up_to_20_works_both_modes():
     contribs = model.get_booster().predict(xgb.DMatrix(rows), pred_contribs=True)
     for data in (None, X[200:208]):
         ex = jaxshap.TreeExplainer(model, data)
-        assert not all(ex._group_tabled)
+        if data is not None:  # the long paths meet the background in chunks, not in tables
+            assert not all("table" in g["blocks"] for g in ex._default.groups)
         expl = ex(rows)
         total = np.asarray(expl.values, np.float64).sum(1) + np.asarray(expl.base_values)
         np.testing.assert_allclose(total, margin, rtol=0, atol=5e-5)
@@ -116,3 +196,48 @@ def test_trailing_single_leaf_trees():
         np.testing.assert_allclose(
             np.asarray(expl.values.sum(1) + expl.base_values), model.predict(X[:5]), rtol=1e-5, atol=1e-5
         )
+
+
+def _deep_lightgbm():
+    """A LightGBM model whose leaf-wise trees chain through up to 28 distinct features (a run of
+    features above -2 from the first one is the target)."""
+    lgb = pytest.importorskip("lightgbm")
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(4000, 30))
+    y = np.cumprod(X > -2.0, axis=1).sum(1) + 0.01 * rng.normal(size=4000)
+    model = lgb.LGBMRegressor(n_estimators=3, num_leaves=40, min_child_samples=3, learning_rate=1.0, verbose=-1)
+    return model.fit(X, y), X
+
+
+def test_lightgbm_paths_of_24_and_more_features_are_exact(monkeypatch):
+    """Unbounded LightGBM trees: the node count follows the widest path (28 slots, 14 nodes), so the
+    values do not move with more nodes, sum to the prediction to 1e-12 (float64, LightGBM's own
+    precision) and equal LightGBM's and shap's TreeSHAP (which drift by 5e-9 on this model)."""
+    model, X = _deep_lightgbm()
+    assert decompose(import_model(model)).length.max() >= 24
+    rows = X[:40]
+    expl = jaxshap.TreeExplainer(model)(rows)
+    values = np.asarray(expl.values)
+    assert values.dtype == np.float64
+    margin = model.predict(rows, raw_score=True)
+    np.testing.assert_allclose(values.sum(1) + np.asarray(expl.base_values), margin, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(values, model.predict(rows, pred_contrib=True)[:, :-1], rtol=0, atol=1e-7)
+    import jaxshap._tree._path_dependent as path_dependent
+
+    nodes = path_dependent.gauss_legendre
+    monkeypatch.setattr(path_dependent, "gauss_legendre", lambda n: nodes(n + 6))
+    more = np.asarray(jaxshap.TreeExplainer(model)(rows).values)
+    np.testing.assert_allclose(more, values, rtol=0, atol=1e-12)
+
+
+def test_lightgbm_deep_paths_interventional_match_shap():
+    """Paths of up to 28 features against the background in chunks: shap's values (whose own sum
+    misses the prediction by 1e-6 here) to 2e-6, and the prediction to 1e-12."""
+    shap = pytest.importorskip("shap")
+    model, X = _deep_lightgbm()
+    rows, bg = X[:6], X[-40:]
+    ours = jaxshap.TreeExplainer(model, bg)(rows)
+    theirs = shap.TreeExplainer(model, bg, feature_perturbation="interventional")(rows)
+    np.testing.assert_allclose(np.asarray(ours.values), theirs.values, rtol=0, atol=2e-6)
+    np.testing.assert_allclose(np.asarray(ours.values).sum(1) + np.asarray(ours.base_values),
+                               model.predict(rows, raw_score=True), rtol=0, atol=1e-12)

@@ -99,3 +99,29 @@ def approximate(game: dict, budgets, seed: int, own_game, methods=METHODS, timeo
         raise RuntimeError(f"the shapiq 1.8 worker's game differs from the scenario's (relative gap {gap:.3g})")
     return {"values": out["values"], "seconds": out["seconds"], "methods": [str(n) for n in out["methods"]],
             "errors": [str(e) for e in out["errors"]], "version": str(out["shapiq_version"]), "game gap": gap}
+
+
+def tree_interactions(model_path: str, library: str, X, order: int, index: str = "k-SII",
+                      methods=("TreeSHAPIQ", "QuadratureTreeSHAP"), timeout: float = 3600) -> dict:
+    """shapiq 1.8's path-dependent tree explainers on a saved model (XGBoost JSON or LightGBM text):
+    ``{"seconds" [methods, 2] (build, explain; process CPU), "terms": [[methods, rows, M**t] for t
+    in 1..order], "baseline", "methods", "version"}`` (not cached: these are timings).
+
+    Raises:
+      RuntimeError: when there is no shapiq 1.8 environment or the worker fails.
+    """
+    exe = python()
+    if exe is None:
+        raise RuntimeError(f"no shapiq 1.8 environment: run `bash bench/shapiq18/setup.sh` or set {PYTHON_VARIABLE}")
+    with tempfile.TemporaryDirectory() as tmp:
+        request = os.path.join(tmp, "request.npz")
+        np.savez(request, kind="tree", model=model_path, library=library, X=np.asarray(X, np.float64), order=order,
+                 index=index, methods=np.array(methods))
+        out_path = os.path.join(tmp, "result.npz")
+        done = subprocess.run([exe, str(WORKER), request, out_path], capture_output=True, text=True, timeout=timeout)
+        if done.returncode:
+            raise RuntimeError(f"shapiq 1.8 worker failed:\n{done.stderr[-3000:]}")
+        with np.load(out_path, allow_pickle=False) as res:
+            return {"seconds": res["seconds"], "terms": [res[f"values_{t}"] for t in range(1, order + 1)],
+                    "baseline": res["baseline"], "methods": [str(n) for n in res["methods"]],
+                    "version": str(res["shapiq_version"])}

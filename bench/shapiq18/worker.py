@@ -7,6 +7,8 @@ the very games it explains:
 
 * ``kind = "table"``: ``table [rows, 2**M]`` holds each row's game at every coalition, indexed by
   the coalition's bits (feature ``j`` is bit ``j``), so the game is the scenario's one exactly;
+* ``kind = "tree"``: shapiq's path-dependent tree explainers on a saved XGBoost or LightGBM
+  model (:func:`trees`), for ``python -m bench tree``;
 * ``kind = "xgboost"``: the interventional game ``v(S) = mean_b f(x_S, b_{N \\ S})`` of the
   XGBoost model saved as JSON (``model``), over ``background [B, M]`` at the rows ``X [rows, M]``
   (float32, as the scenario evaluates it).
@@ -20,6 +22,7 @@ request's ``probes [P, M]`` (the scenario checks that both sides play the same g
 
 from __future__ import annotations
 
+import itertools
 import sys
 import time
 import warnings
@@ -104,11 +107,60 @@ def run(request) -> dict:
     return {"values": values, "seconds": seconds, "probe_values": probe_values, "methods": np.array(methods), "errors": np.array(errors, dtype=str)}
 
 
+def _load_tree_model(request):
+    """The tree model of a ``kind = "tree"`` request: an XGBoost JSON file or a LightGBM text file."""
+    path, library = str(request["model"]), str(request["library"])
+    if library == "xgboost":
+        import xgboost
+
+        booster = xgboost.Booster()
+        booster.load_model(path)
+        return booster
+    import lightgbm
+
+    return lightgbm.Booster(model_file=path)
+
+
+def trees(request) -> dict:
+    """``kind = "tree"``: shapiq's path-dependent tree explainers (``methods``: ``TreeSHAPIQ``, the
+    TreeSHAP-IQ of Muschalik et al. 2024, and ``QuadratureTreeSHAP``, shapiq's default since 1.8)
+    on the rows ``X`` at ``order`` and ``index``. Returns per method the seconds of building the
+    explainer and of explaining the rows (process CPU time) and the terms of each order ``t`` as
+    dense symmetric arrays ``values_t [methods, rows, M**t]``."""
+    from shapiq.tree import QuadratureTreeSHAP, TreeSHAPIQ
+
+    model = _load_tree_model(request)
+    X = np.asarray(request["X"], np.float64)
+    order, index = int(request["order"]), str(request["index"])
+    methods = [str(n) for n in request["methods"]]
+    m = X.shape[1]
+    make = {"TreeSHAPIQ": TreeSHAPIQ, "QuadratureTreeSHAP": QuadratureTreeSHAP}
+    values = {t: np.zeros((len(methods), len(X), m**t)) for t in range(1, order + 1)}
+    seconds = np.zeros((len(methods), 2))
+    baseline = np.zeros(len(methods))
+    for i, name in enumerate(methods):
+        t0 = time.process_time()
+        explainer = make[name](model, max_order=order, min_order=1, index=index)
+        seconds[i, 0] = time.process_time() - t0
+        t0 = time.process_time()
+        results = [explainer.explain(x) for x in X]
+        seconds[i, 1] = time.process_time() - t0
+        for r, result in enumerate(results):
+            baseline[i] = float(result.baseline_value)
+            for T, pos in result.interaction_lookup.items():
+                if not 1 <= len(T) <= order:
+                    continue
+                for perm in itertools.permutations(T):
+                    values[len(T)][i, r, np.ravel_multi_index(perm, (m,) * len(T))] = result.values[pos]
+    return {"seconds": seconds, "baseline": baseline, "methods": np.array(methods),
+            **{f"values_{t}": v for t, v in values.items()}}
+
+
 def main(argv: list[str]) -> None:
     import shapiq
 
     with np.load(argv[1], allow_pickle=False) as request:
-        out = run(request)
+        out = trees(request) if str(request["kind"]) == "tree" else run(request)
     np.savez(argv[2], shapiq_version=np.array(shapiq.__version__), **out)
 
 

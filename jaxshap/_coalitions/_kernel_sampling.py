@@ -1,91 +1,178 @@
-"""The compiled draw of a KernelSHAP plan's coalitions: keyed, shape-static, batched over strata.
+"""The draw of a KernelSHAP plan's coalitions: keyed, shape-static, batched over strata.
 
-:func:`sample_coalitions` fills a :class:`~jaxshap._coalitions._kernel_design.KernelPlan` with
-coalitions from a PRNG key inside a JAX program; :mod:`._host_sampling` draws from the same
-distribution with NumPy on the host.
+:func:`sample_coalitions` fills a :class:`~jaxshap._coalitions._kernel_plan.KernelPlan` with
+coalitions from a PRNG key inside a JAX program; the explainer's shared draw and every per-row
+draw go through it, so one key gives one set of coalitions everywhere. Uniform ``k``-subsets
+are made in one of two ways:
+
+* by rank: the combinatorial number system numbers the ``k``-subsets of ``range(n)`` in
+  colexicographic order, ``rank = sum_i C(c_i, i)`` over the members ``c_1 < ... < c_k``, so a
+  uniform rank in ``[0, C(n, k))`` is a uniform subset (ranks are ``int32``: populations above
+  :data:`MAX_RANKED` are drawn by scores);
+* by scores: the ``k`` positions of smallest score among ``n`` i.i.d. uniform scores.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._kernel_design import KernelPlan, Pooled, Stratum, draw_layout
-from ._subsets import ranked, smallest, unrank
+from ._combinatorics import binomial_table
+from ._kernel_plan import KernelPlan, Pooled, Stratum, shapley_kernel_mass
+from ._static_cache import static_cache
+
+MAX_RANKED = 2**30
+"""Populations above this are drawn by scores, *with* replacement (ranks would not fit in
+``int32``); the chance that two of ``n`` draws coincide is below ``n**2 / 2**31`` there."""
+
+
+def ranked(population: int) -> bool:
+    """Whether a population of subsets is drawn by rank (without replacement)."""
+    return population <= MAX_RANKED
+
+
+def smallest(scores: Any, ks: Any, most: int | None = None) -> jax.Array:
+    """Each row's ``k`` positions of smallest score (a uniform ``k``-subset for i.i.d. uniform
+    scores; ties go to the lower position); ``ks`` broadcasts against ``scores.shape[:-1]`` and
+    is at most ``most`` (static; default every position). One partial sort (``lax.top_k``) and a
+    scatter, where ranking by two full sorts is several times slower on a CPU."""
+    scores = jnp.asarray(scores)
+    m = scores.shape[-1]
+    order = jax.lax.top_k(-scores, m if most is None else most)[1]  # positions by increasing score
+    take = jnp.broadcast_to(jnp.arange(order.shape[-1]) < jnp.asarray(ks)[..., None], order.shape)
+    rows = jnp.indices(order.shape[:-1] + (1,), sparse=True)[:-1]
+    return jnp.zeros(scores.shape, bool).at[(*rows, order)].set(take)
+
+
+def unrank(ranks: jax.Array, n_items: int, ks: np.ndarray) -> jax.Array:
+    """Subsets from their colexicographic ranks, ``ranks.shape + (n_items,)`` bools.
+
+    ``ks`` holds the subset size of each row of ``ranks`` (shape ``ranks.shape[:-1]``). Members
+    are recovered greedily from the largest position down (one ``lax.scan``): position ``p`` is
+    taken when ``C(p, left) <= rank``, which then drops by that amount. A rank below
+    ``C(n', k)`` gives a subset of ``range(n')``, so rows over fewer items share the scan.
+    Negative (padding) ranks give arbitrary rows.
+    """
+    ks = np.asarray(ks)
+    # entries a row can use are below its population (< 2**31); larger ones only need to stay larger
+    table = binomial_table(n_items, int(ks.max()) + 1, dtype=object)
+    table = jnp.asarray(np.minimum(table, np.iinfo(np.int32).max).astype(np.int32))
+
+    def step(carry, p):
+        rank, left = carry
+        c = table[p, left]
+        take = (left > 0) & (c <= rank)
+        return (jnp.where(take, rank - c, rank), jnp.where(take, left - 1, left)), take
+
+    left = jnp.broadcast_to(jnp.asarray(ks, jnp.int32)[..., None], ranks.shape)
+    _, taken = jax.lax.scan(step, (ranks, left), jnp.arange(n_items - 1, -1, -1))
+    return jnp.moveaxis(taken[::-1], 0, -1)
 
 
 def _distinct_ranks(key: jax.Array, populations: np.ndarray, counts: np.ndarray) -> jax.Array:
-    """Distinct uniform integers for several strata at once, each in random order.
+    """Distinct uniform integers for several strata at once, each row in random order.
 
     Row ``i`` of the ``[S, n]`` result (``n = max(counts)``) holds ``counts[i]`` distinct integers
-    drawn uniformly from ``[0, populations[i])``, followed by ``-1`` padding.
-
-    Floyd's algorithm (Bentley & Floyd, 1987, "A sample of brilliance"), run for all strata in one
-    loop: step ``j`` of stratum ``i`` draws ``t`` from ``[0, top]`` with ``top = populations[i] -
-    counts[i] + j`` and keeps it, or keeps ``top`` when ``t`` was already chosen; after
-    ``counts[i]`` steps the chosen set is a uniform ``counts[i]``-subset (later steps of that
-    stratum are masked out). A final shuffle (a sort by random keys, padding last) makes every
-    prefix a uniform subset too. ``n`` sequential steps of ``O(S n)`` work, one compiled loop.
+    uniform in ``[0, populations[i])``, then ``-1`` padding. Floyd's algorithm (Bentley & Floyd,
+    1987, "A sample of brilliance") for all strata in one loop: step ``j`` draws ``t`` in
+    ``[0, top]``, ``top = populations[i] - counts[i] + j``, and keeps ``t``, or ``top`` when ``t``
+    was chosen before; a final sort by random keys makes every prefix a uniform subset too.
     """
     n = int(counts.max())
     steps = np.arange(n)
     valid_np = steps[None, :] < counts[:, None]
-    # Upper bounds are inclusive; padded steps draw from [0, 0] and are discarded.
-    tops_np = np.where(valid_np, populations[:, None] - counts[:, None] + steps[None, :], 0)
-    tops = jnp.asarray(tops_np, jnp.int32)
-    valid = jnp.asarray(valid_np)
-    # One random call for everything (each call compiles its own hash): the Floyd draws, and
-    # 31-bit sort keys for the shuffle.
+    tops_np = np.where(valid_np, populations[:, None] - counts[:, None] + steps[None, :], 0)  # inclusive
+    tops, valid = jnp.asarray(tops_np, jnp.int32), jnp.asarray(valid_np)
+    # one random call for the Floyd draws and the shuffle's 31-bit sort keys
     highs = np.stack([tops_np + 1, np.full(tops_np.shape, np.iinfo(np.int32).max)])
     draws, sort_keys = jax.random.randint(key, highs.shape, 0, jnp.asarray(highs, jnp.int32), dtype=jnp.int32)
 
     def step(j, chosen):
         t = draws[:, j]
-        seen = jnp.any(chosen == t[:, None], axis=1)
-        t = jnp.where(seen, tops[:, j], t)
+        t = jnp.where(jnp.any(chosen == t[:, None], axis=1), tops[:, j], t)
         return chosen.at[:, j].set(jnp.where(valid[:, j], t, -1))
 
     chosen = jax.lax.fori_loop(0, n, step, jnp.full(tops.shape, -1, jnp.int32))
-    # Shuffle each row by sorting on (padding flag, random key): valid entries first, in uniform order.
-    pad = jnp.asarray((~valid_np).astype(np.int32))
-    _, _, shuffled = jax.lax.sort((pad, sort_keys, chosen), dimension=1, num_keys=2)
-    return shuffled
+    pad = jnp.asarray((~valid_np).astype(np.int32))  # valid entries first, in uniform order
+    return jax.lax.sort((pad, sort_keys, chosen), dimension=1, num_keys=2)[2]
 
 
 def _draw_sets(key: jax.Array, m: int, strata: tuple[Stratum, ...]) -> jax.Array:
     """The draws of all strata, ``[S, n_max, M]`` (row ``i`` padded after ``strata[i].n_draws``).
 
-    Every stratum is sampled over ``M`` positions: a middle stratum's ``(M/2 - 1)``-subsets of
-    features ``1..M-1`` are drawn as subsets of ``range(M - 1)`` and shifted right by one, with
-    feature 0 added.
+    A middle stratum's ``(M/2 - 1)``-subsets of features ``1..M-1`` are drawn over the first
+    ``M - 1`` positions and shifted right by one, with feature 0 added.
     """
     n = max(st.n_draws for st in strata)
     ks = np.array([st.k for st in strata])
     by_rank = np.array([ranked(st.population) for st in strata])
+    middle = np.array([st.middle for st in strata])
     k_rank, k_unif = jax.random.split(key)
     parts = []
     if by_rank.any():
-        pops = np.array([st.population for st, r in zip(strata, by_rank) if r])
-        counts = np.array([st.n_draws for st, r in zip(strata, by_rank) if r])
-        parts.append(unrank(_distinct_ranks(k_rank, pops, counts), m, ks[by_rank], xp=jnp))
-        if parts[0].shape[1] < n:
-            parts[0] = jnp.pad(parts[0], ((0, 0), (0, n - parts[0].shape[1]), (0, 0)))
+        pops = np.array([st.population for st in strata])[by_rank]
+        counts = np.array([st.n_draws for st in strata])[by_rank]
+        sets = unrank(_distinct_ranks(k_rank, pops, counts), m, ks[by_rank])
+        parts.append(jnp.pad(sets, ((0, 0), (0, n - sets.shape[1]), (0, 0))))
     if not by_rank.all():  # astronomically many sets: draws are distinct with overwhelming probability
-        middle = np.array([st.middle for st, r in zip(strata, by_rank) if not r])
-        scores = jax.random.uniform(k_unif, (len(middle), n, m))
-        # A middle stratum draws from the first M - 1 positions only (the last one never ranks
-        # among the k smallest scores); the shift below moves them to features 1..M-1.
-        scores = jnp.where(jnp.asarray(middle)[:, None, None] & (jnp.arange(m) == m - 1), 2.0, scores)
-        parts.append(smallest(scores, ks[~by_rank][:, None], xp=jnp))
-    # Reassemble in plan order.
+        scores = jax.random.uniform(k_unif, (int((~by_rank).sum()), n, m))
+        # a middle stratum scores the last position out (the shift below moves the rest right)
+        scores = jnp.where(jnp.asarray(middle[~by_rank])[:, None, None] & (jnp.arange(m) == m - 1), 2.0, scores)
+        parts.append(smallest(scores, ks[~by_rank][:, None], int(ks[~by_rank].max())))
     order = np.argsort(np.concatenate([np.flatnonzero(by_rank), np.flatnonzero(~by_rank)]), kind="stable")
-    sets = jnp.concatenate(parts, axis=0)[order] if len(parts) > 1 else parts[0]
-    middle = np.array([st.middle for st in strata])
+    sets = jnp.concatenate(parts, axis=0)[order]
     if middle.any():
         shifted = jnp.concatenate([jnp.ones(sets.shape[:2] + (1,), bool), sets[..., :-1]], axis=-1)
         sets = jnp.where(jnp.asarray(middle)[:, None, None], shifted, sets)
     return sets
+
+
+def draw_layout(plan: KernelPlan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Static gather of a stratified plan's sampled coalitions from its draws ``[S, n_max, M]``.
+
+    For each output row: its flat draw index, whether it is the complement of that draw, and its
+    Horvitz-Thompson weight ``k(M, s) / pi`` (inclusion probability ``n_draws / population`` for
+    a draw, ``n_pairs / population`` for a complement; the binomial cancels).
+    """
+    n = max(st.n_draws for st in plan.strata)
+    index, flip, weight = [], [], []
+    for i, st in enumerate(plan.strata):
+        draws = i * n + np.arange(st.n_draws)
+        index += [draws, draws[: st.n_pairs]]
+        flip += [np.zeros(st.n_draws, bool), np.ones(st.n_pairs, bool)]
+        mass = shapley_kernel_mass(plan.n_features, st.size) * (0.5 if st.middle else 1.0)  # middle sets: half of C(M, s)
+        weight += [np.full(st.n_draws, mass / st.n_draws), np.full(st.n_pairs, mass / st.n_pairs)]
+    return np.concatenate(index), np.concatenate(flip), np.concatenate(weight)
+
+
+@static_cache(64)
+def plan_rows(plan: KernelPlan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The regression rows of a plan's coalitions: ``(first, second, unit)``, each ``[U]``.
+
+    A row is a complementary pair (``first`` and ``second`` index its two coalitions in the
+    layout of :func:`sample_coalitions`) or a single coalition (``first == second``); ``unit`` is
+    its sampling unit in :attr:`KernelPlan.unit` (0 for the enumerated coalitions).
+    """
+    m, n_e = plan.n_features, len(plan.enum_weights)
+    codes = plan.enum_masks.astype(np.int64) @ (1 << np.arange(m, dtype=np.int64))
+    where = {int(c): i for i, c in enumerate(codes)}
+    first, second = [], []
+    for i, c in enumerate(codes):
+        j = where.get((1 << m) - 1 - int(c), i)
+        if i <= j:
+            first.append(i)
+            second.append(j)
+    unit = [0] * len(first)
+    sampled = plan.unit[n_e:]
+    order = np.argsort(sampled, kind="stable")
+    for rows in np.split(order, np.flatnonzero(np.diff(sampled[order])) + 1) if len(order) else []:
+        first.append(int(rows[0]) + n_e)
+        second.append(int(rows[-1]) + n_e)
+        unit.append(int(plan.unit[rows[0] + n_e]))
+    return np.array(first), np.array(second), np.array(unit)
 
 
 def sample_coalitions(key: jax.Array, plan: KernelPlan, dtype=None) -> tuple[jax.Array, jax.Array]:
@@ -95,8 +182,8 @@ def sample_coalitions(key: jax.Array, plan: KernelPlan, dtype=None) -> tuple[jax
     ones follow stratum by stratum (the draws, then the complements of the first ``n_pairs``
     draws) with Horvitz-Thompson weights ``k(M, |S|) / pi(S)``, so that ``sum_c w_c g(S_c)`` is
     an unbiased estimate of ``sum_S k(M, |S|) g(S)`` over all ``2**M - 2`` coalitions for any
-    ``g``. All strata are drawn together in one batched computation (one Floyd loop, one
-    unranking scan), which keeps compilation fast.
+    ``g``; budgets below one pair per layer draw pooled layers with Hansen-Hurwitz weights. All
+    strata are drawn together (one Floyd loop, one unranking scan).
 
     Args:
       key: PRNG key.
@@ -104,33 +191,26 @@ def sample_coalitions(key: jax.Array, plan: KernelPlan, dtype=None) -> tuple[jax
       dtype: floating dtype of the weights; by default float64 under ``jax_enable_x64``, else float32.
     """
     dtype = jax.dtypes.canonicalize_dtype(jnp.float64) if dtype is None else dtype
-    enum = jnp.asarray(plan.enum_masks)
+    enum, enum_w = jnp.asarray(plan.enum_masks), jnp.asarray(plan.enum_weights, dtype)
     if plan.pooled is not None:
         masks, weights = _draw_pooled(key, plan.n_features, plan.pooled, dtype)
-        return jnp.concatenate([enum, masks], axis=0), jnp.concatenate([jnp.asarray(plan.enum_weights, dtype), weights])
+        return jnp.concatenate([enum, masks]), jnp.concatenate([enum_w, weights])
     if not plan.strata:
-        return enum, jnp.asarray(plan.enum_weights, dtype=dtype)
-    sets = _draw_sets(key, plan.n_features, plan.strata)
+        return enum, enum_w
     index, flip, weight = draw_layout(plan)
-    sampled = sets.reshape(-1, plan.n_features)[index] ^ jnp.asarray(flip)[:, None]
-    masks = jnp.concatenate([enum, sampled], axis=0)
-    return masks, jnp.asarray(np.concatenate([plan.enum_weights, weight]), dtype=dtype)
+    sampled = _draw_sets(key, plan.n_features, plan.strata).reshape(-1, plan.n_features)[index] ^ jnp.asarray(flip)[:, None]
+    return jnp.concatenate([enum, sampled]), jnp.concatenate([enum_w, jnp.asarray(weight, dtype)])
 
 
 def _draw_pooled(key: jax.Array, m: int, pooled: Pooled, dtype) -> tuple[jax.Array, jax.Array]:
-    """The pooled layers' coalitions: ``n_pairs`` draws, their complements, then the odd single."""
-    n = pooled.n_pairs + pooled.extra
+    """The pooled layers' coalitions: ``n_pairs`` draws, their complements, then the odd single
+    (which takes the larger side half of the time: uniform over its layer's coalitions)."""
+    p, n = pooled.n_pairs, pooled.n_pairs + pooled.extra
     k_layer, k_set, k_side = jax.random.split(key, 3)
-    logits = jnp.log(jnp.asarray(pooled.probs, jnp.float32))
-    layer = jax.random.categorical(k_layer, logits, shape=(n,))
+    layer = jax.random.categorical(k_layer, jnp.log(jnp.asarray(pooled.probs, jnp.float32)), shape=(n,))
     size = jnp.asarray(pooled.sizes, jnp.int32)[layer]
-    # The single takes the larger side half of the time (uniform over the layer's coalitions).
-    flip_single = jax.random.bernoulli(k_side, 0.5, (n,)) & (jnp.arange(n) >= pooled.n_pairs)
-    size = jnp.where(flip_single, m - size, size)
-    sets = smallest(jax.random.uniform(k_set, (n, m)), size, xp=jnp)
+    size = jnp.where(jax.random.bernoulli(k_side, 0.5, (n,)) & (jnp.arange(n) >= p), m - size, size)
+    sets = smallest(jax.random.uniform(k_set, (n, m)), size)
     pair_w = jnp.asarray(pooled.pair_weights(m), dtype)[layer]
     single_w = jnp.asarray(pooled.single_weights(m), dtype)[layer]
-    p = pooled.n_pairs
-    masks = jnp.concatenate([sets[:p], ~sets[:p], sets[p:]], axis=0)
-    weights = jnp.concatenate([pair_w[:p], pair_w[:p], single_w[p:]])
-    return masks, weights
+    return (jnp.concatenate([sets[:p], ~sets[:p], sets[p:]]), jnp.concatenate([pair_w[:p], pair_w[:p], single_w[p:]]))

@@ -54,10 +54,15 @@ class DeviceRows:
         return cls(*children, shape)
 
 
+def _address(x: np.ndarray) -> int:
+    """The address of ``x``'s first element (NumPy's array interface)."""
+    return x.__array_interface__["data"][0]
+
+
 def _aligned_copy(x: np.ndarray) -> np.ndarray:
     """A C-contiguous copy of ``x`` whose buffer starts on an :data:`ALIGN`-byte boundary."""
     raw = np.empty(x.nbytes + ALIGN, np.uint8)
-    skip = -raw.ctypes.data % ALIGN
+    skip = -_address(raw) % ALIGN
     out = raw[skip : skip + x.nbytes].view(x.dtype).reshape(x.shape)
     np.copyto(out, x)
     return out
@@ -71,7 +76,7 @@ def device_rows(x: Any) -> DeviceRows:
     if isinstance(x, jax.Array) or jax.default_backend() != "cpu":
         return DeviceRows(empty, jax.device_put(x), (n, m))
     x = np.ascontiguousarray(x)
-    address = x.ctypes.data
+    address = _address(x)
     if address % x.itemsize or x.size >= FLAT_LIMIT:
         x = x if address % ALIGN == 0 else _aligned_copy(x)
         return DeviceRows(empty, jax.device_put(x), (n, m))

@@ -246,13 +246,43 @@ _PROBES: "collections.OrderedDict[Any, tuple]" = collections.OrderedDict()
 _PROBE_CACHE_SIZE = 256
 
 
-def _probe(dynamic: tuple, spec: tuple, n_features: int, dtype: Any, probe_rows: int = 1024):
-    """``(output shape on 2 rows, bytes per row)`` of a JAX model, or ``None`` if it cannot be traced.
+MATERIALISED = frozenset({
+    "dot_general", "conv_general_dilated", "reduce_sum", "reduce_max", "reduce_min", "reduce_prod",
+    "reduce_and", "reduce_or", "argmax", "argmin", "cumsum", "cumprod", "cummax", "cummin",
+    "cumlogsumexp", "sort", "gather", "scatter", "scatter-add", "scatter_add", "transpose", "top_k",
+})
+"""Primitives whose results XLA writes to memory; elementwise chains fuse into their consumers."""
+
+
+def _values_bytes(jaxpr: Any) -> int:
+    """Bytes of the values a jaxpr writes to memory (those of :data:`MATERIALISED` primitives),
+    inside the jaxprs of its equations (``pjit``, ``custom_jvp_call``, a ``scan``'s body) too."""
+    total = 0
+    for eqn in jaxpr.eqns:
+        for var in eqn.outvars if eqn.primitive.name in MATERIALISED else ():
+            shape, dtype = getattr(var.aval, "shape", None), getattr(var.aval, "dtype", None)
+            if shape is not None and dtype is not None:
+                total += int(np.prod(shape)) * np.dtype(dtype).itemsize
+        for param in eqn.params.values():
+            for inner in param if isinstance(param, (tuple, list)) else (param,):
+                inner = getattr(inner, "jaxpr", inner)  # a ClosedJaxpr's Jaxpr
+                if hasattr(inner, "eqns"):
+                    total += _values_bytes(inner)
+    return total
+
+
+def _probe(dynamic: tuple, spec: tuple, n_features: int, dtype: Any):
+    """``(output shape on 2 rows, bytes per row)`` of a JAX model, or the error that says it
+    cannot be traced (a host model).
 
     Traced abstractly from the leaves' shapes (so tracers in the leaves do not matter) and
     memoised on the model's static part and leaf shapes: building a second explainer on the same
-    model, or one per step of a training loop, neither re-traces nor recompiles the model.
-    The memory figure comes from compiling the model on ``probe_rows`` rows (best effort).
+    model, or one per step of a training loop, neither re-traces nor compiles the model. The
+    bytes per row are the row's input and the values the model writes to memory for one more
+    row (:func:`_values_bytes` of its jaxpr on 2 rows less on 1): the working set the chunk
+    planner keeps in cache. (XLA's own account of a compiled model counts a fused value as
+    nothing, so an attention layer fused into one kernel read as its inputs alone, and its
+    chunks fell far out of cache.)
     """
     cache_key = (spec, avals(dynamic), n_features, np.dtype(dtype).str)
     if cache_key in _PROBES:
@@ -260,23 +290,18 @@ def _probe(dynamic: tuple, spec: tuple, n_features: int, dtype: Any, probe_rows:
         return _PROBES[cache_key]
     leaves = [jax.ShapeDtypeStruct(np.shape(a), a.dtype) for a in dynamic]
     call = lambda leaves, x: merge(leaves, spec)(x)
+    rows = lambda n: jax.ShapeDtypeStruct((n, n_features), dtype)
     try:
-        out = jax.eval_shape(call, leaves, jax.ShapeDtypeStruct((2, n_features), dtype))
+        two = jax.make_jaxpr(call, return_shape=True)(leaves, rows(2))
+        out = two[1]
         if not isinstance(out, jax.ShapeDtypeStruct):
             raise TypeError(f"the model returned {type(out).__name__}, not one array")
+        one = jax.make_jaxpr(call)(leaves, rows(1))
     except Exception as err:  # not JAX-traceable: evaluated on the host
         result = err
     else:
-        per_row = None
-        try:
-            spec_x = jax.ShapeDtypeStruct((probe_rows, n_features), dtype)
-            stats = jax.jit(call).lower(leaves, spec_x).compile().memory_analysis()
-            total = stats.temp_size_in_bytes + stats.output_size_in_bytes + stats.argument_size_in_bytes
-            total -= sum(int(np.prod(a.shape)) * np.dtype(a.dtype).itemsize for a in leaves)  # weights: not per row
-            per_row = max(int(total // probe_rows), 1)
-        except Exception:  # memory analysis is best effort; not every backend reports it
-            pass
-        result = (tuple(out.shape), per_row)
+        grown = _values_bytes(two[0].jaxpr) - _values_bytes(one.jaxpr)
+        result = (tuple(out.shape), max(grown, 1) + n_features * np.dtype(dtype).itemsize)
     _PROBES[cache_key] = result
     if len(_PROBES) > _PROBE_CACHE_SIZE:
         _PROBES.popitem(last=False)
@@ -321,8 +346,6 @@ def wrap_model(model: Callable, n_features: int, dtype: Any, probe: np.ndarray |
         tail = _output_tail(shape, 2)
         single = len(tail) == 0
         k = 1 if single else tail[0]
-        if per_row is None:
-            per_row = 8 * itemsize * (n_features + k)
         return Model(dynamic, spec, n_features, dtype, k, single, False, per_row, declared_output_names(model, k))
     trace_error = probed
 

@@ -37,7 +37,8 @@ import numpy as np
 from .._core._model import wrap_model
 from .._core._validate import DEFAULT_MEMORY_BUDGET, integer
 from ._hstats import centred_pds, resolve_tuples, result_output_names, safe_ratio, set_masks, sum_sq
-from ._mobius import by_size, check_set_count, mobius, mobius_plan, sets_up_to, split_rows
+from .._coalitions._combinatorics import mobius, mobius_plan
+from ._mobius import by_size, check_set_count, sets_up_to, split_rows
 from ._frames import frame_inputs, host_precision
 from ._partial_dependence import check_budget, check_n_max, subsample
 

@@ -31,7 +31,8 @@ from .._core._inputs import check_finite_outputs
 from .._core._inputs import default_output_names
 from .._core._model import Model, wrap_model
 from .._core._validate import integer, is_integer
-from ._mobius import check_set_count, mobius, mobius_plan, sets_up_to, split_rows
+from .._coalitions._combinatorics import mobius, mobius_plan
+from ._mobius import check_set_count, sets_up_to, split_rows
 from ._frames import frame_inputs, host_precision
 from ._partial_dependence import (
     MIXED_ROWS_HINT,

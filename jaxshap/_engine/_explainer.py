@@ -18,7 +18,7 @@ every explainer with the same configuration and shapes: a second instance, or on
 of a training loop, does not recompile. Concrete rows are padded to a few capacities (the padded
 chunks are skipped, not evaluated), so a new number of rows rarely compiles either.
 
-Scale (see :meth:`CoalitionExplainer.__call__` and :meth:`CoalitionExplainer.explain_batches`):
+Scale (see :meth:`ModelAgnosticExplainer.__call__` and :meth:`ModelAgnosticExplainer.explain_batches`):
 
 * memory: the working set is one chunk, sized from ``memory_budget`` (model evaluations plus the
   estimator's own working set); only the inputs and the results (``[n, M]``) grow with the
@@ -105,7 +105,7 @@ def as_masker(masker: Any, max_samples: int | None = None, who: str = "explainer
     return Independent(masker, max_samples=max_samples)
 
 
-class CoalitionExplainer(ShapAPI, RowExplainer):
+class ModelAgnosticExplainer(ShapAPI, RowExplainer):
     r"""Base class of the model-agnostic explainers (not used directly).
 
     Args:

@@ -53,32 +53,6 @@ class Plan:
     skip: bool = False
 
 
-@dataclasses.dataclass(frozen=True)
-class Deferred:
-    """An explainer whose arrays are still being computed on another thread.
-
-    ``shapes`` is the explainer with placeholder arrays of the final shapes and dtypes (enough to
-    compile the program) and ``result()`` waits for the explainer itself (it may fill the same
-    object in place, once the program is compiled). :func:`run_rows`
-    compiles its first block's program with ``shapes`` before it waits, so on a multi-core CPU
-    the host work (KernelExplainer's shared plan, :mod:`jaxshap._estimators._host_plan`) overlaps
-    the compilation of a cold call.
-    """
-
-    shapes: Any
-    result: Callable[[], Any]
-
-
-def _resolve(core: Any, *args: Any) -> Any:
-    """``core`` itself, or a :class:`Deferred` core's result after compiling ``block_program``
-    for ``args`` with its placeholders (a no-op when the program is compiled already)."""
-    if not isinstance(core, Deferred):
-        return core
-    if args:
-        block_program.lower(core.shapes, *args).compile()
-    return core.result()
-
-
 @functools.partial(jax.jit, static_argnames=("plan",))
 def block_program(core: Any, X: jax.Array, key: jax.Array, first: Any, start: Any, n_valid: Any, plan: Plan):
     """Explain ``X[start : start + plan.block_rows]`` (per device shard, on a mesh).
@@ -145,8 +119,7 @@ def run_rows(
     """Explain validated rows ``X [n, M]`` as global rows ``offset, offset + 1, ...``.
 
     Args:
-      core: the explainer pytree (its ``_explain_local`` does one device's rows), or a
-        :class:`Deferred` one.
+      core: the explainer pytree (its ``_explain_keyed`` does one device's rows).
       X: the rows (concrete or traced).
       key: the PRNG key; row ``i`` uses ``fold_in(key, i)``.
       planner: chunk sizes for a number of rows (see :data:`Planner`).
@@ -164,7 +137,7 @@ def run_rows(
     mesh = row_mesh(X, devices)
     if mesh is None and n > 0:  # traced rows too: the same chunks as eagerly, so the same values
         return _run_bucketed(core, X, key, planner, evals_per_row, offset, devices, bar, blocked)
-    return _run_exact(_resolve(core), X, key, planner, evals_per_row, offset, devices, bar, blocked, mesh)
+    return _run_exact(core, X, key, planner, evals_per_row, offset, devices, bar, blocked, mesh)
 
 
 def _run_bucketed(core, X, key, planner, evals_per_row, offset, devices, bar, blocked):
@@ -193,7 +166,6 @@ def _run_bucketed(core, X, key, planner, evals_per_row, offset, devices, bar, bl
             block = _take_rows(X, _index(start), size)
         valid = min(size, n - start)
         args = (block, key, _index(offset), _index(start), _index(valid), plan)
-        core = _resolve(core, *args)
         out = block_program(core, *args)
         keep = begin - start  # rows that the previous block already explained
         if pending is not None:

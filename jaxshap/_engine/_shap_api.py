@@ -5,7 +5,7 @@ Every explainer (model-agnostic, linear, tree) mixes this in; each defines ``__c
 returns an :class:`~jaxshap.Explanation`) and ``expected_value``, which reads as NumPy here. What
 shap users write and
 jaxshap spells otherwise is translated here, once for every explainer (see
-:meth:`ShapAPI.__init_subclass__` and :func:`shap_call_options`):
+:class:`ShapConstruction` and :func:`shap_call_options`):
 
 * ``data=`` or ``masker=`` for the background (the second argument, whatever its name);
 * ``seed=`` (the default key of every call) and ``output_names=`` (the outputs' names);
@@ -17,7 +17,6 @@ jaxshap spells otherwise is translated here, once for every explainer (see
 from __future__ import annotations
 
 import contextlib
-import functools
 import inspect
 import logging
 import pickle
@@ -30,7 +29,6 @@ import numpy as np
 from .._core._inputs import as_key, is_traced
 from .._core._model import is_host_model, local_x64
 from .._result._explanation import Explanation
-from .._result._host import to_host
 from ..maskers._independent import shap_sample_rows
 from ..maskers._kmeans import is_summary
 
@@ -222,28 +220,29 @@ def host64_arrays(tree: Any) -> Any:
     return jax.tree_util.tree_map(lambda a: np.asarray(a) if isinstance(a, jax.Array) and not is_traced(a) else a, tree)
 
 
-def _shap_init(init: Any) -> Any:
-    """Wrap a class's ``__init__`` to accept shap's spellings, record the outermost call's
-    arguments (``init_args_``, so a call with another budget can rebuild the explainer) and
-    build it in float64 for a host model given float64 rows (``x64_``)."""
+class ShapConstruction(type):
+    """How an explainer is built from a call written as in shap: the one place that translates it.
 
-    @functools.wraps(init)
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        args, kwargs, extras = _shap_keywords(init, args, kwargs)
-        outer = "init_args_" not in self.__dict__
-        if outer:
-            bound = inspect.signature(init).bind(self, *args, **kwargs)
-            self.__dict__["init_args_"] = {k: v for k, v in list(bound.arguments.items())[1:]}
-            self.__dict__["x64_"] = host_float64(type(self), self.init_args_)
-        with precision(self):
-            init(self, *args, **kwargs)
-        if outer:
-            self.__dict__["seed_"] = _check_seed(extras.get("seed"))
-            if extras.get("output_names") is not None:
-                _set_output_names(self, extras["output_names"])
+    ``cls(*args, **kwargs)`` runs :meth:`__call__`, which takes shap's spellings out of the
+    arguments (:func:`_shap_keywords`), records them (``init_args_``, so that a call with
+    another budget can rebuild the explainer: :func:`rebuilt`), decides the precision once
+    (``x64_``: float64 for a host model given float64 rows, :func:`host_float64`), runs the
+    class's own ``__init__`` in it, and sets the default key (``seed=``) and the outputs' names
+    (``output_names=``). The classes' ``__init__`` methods take jaxshap's own arguments only.
+    """
 
-    __init__.shap_spellings = True
-    return __init__
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        args, kwargs, extras = _shap_keywords(cls.__init__, args, kwargs)
+        bound = inspect.signature(cls.__init__).bind(None, *args, **kwargs)
+        init_args = dict(list(bound.arguments.items())[1:])
+        x64 = host_float64(cls, init_args)
+        with local_x64() if x64 else contextlib.nullcontext():
+            self = super().__call__(*args, **kwargs)
+        self.__dict__.update(init_args_=init_args, seed_=_check_seed(extras.get("seed")))
+        self.__dict__.setdefault("x64_", x64)  # a class may decide float64 itself (TreeExplainer)
+        if extras.get("output_names") is not None:
+            _set_output_names(self, extras["output_names"])
+        return self
 
 
 def _check_seed(seed: Any) -> Any:
@@ -362,24 +361,14 @@ def interactions_as_values(expl: Explanation) -> Explanation:
     return Explanation(inter, expl.base_values, expl.data, None, expl.feature_names, expl.output_names, inter)
 
 
-class ShapAPI:
-    """``shap_values(X)``, ``expected_value``, ``save(file)`` and ``load(file)`` as in shap's
-    explainers, and shap's spellings of the constructors' arguments (see the module docstring).
+class ShapAPI(metaclass=ShapConstruction):
+    """``shap_values(X)``, ``save(file)`` and ``load(file)`` as in shap's explainers, and shap's
+    spellings of the constructors' arguments (:class:`ShapConstruction`; see the module docstring).
 
-    ``expected_value`` is NumPy outside traced code, as shap's: a NumPy scalar for one output,
-    ``[K]`` for ``K`` (a tracer inside ``jit``/``grad``), whatever array the explainer keeps, so
+    Each explainer's ``expected_value`` reads as NumPy outside traced code, as shap's: a NumPy
+    scalar for one output, ``[K]`` for ``K`` (a tracer inside ``jit``/``grad``), so
     ``shap.force_plot(explainer.expected_value, ...)`` and ``shap.decision_plot`` take it.
     """
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        init = cls.__dict__.get("__init__")
-        if init is not None and not getattr(init, "shap_spellings", False):
-            cls.__init__ = _shap_init(init)
-        prop = cls.__dict__.get("expected_value")
-        if isinstance(prop, property) and prop.fget is not None:
-            get = prop.fget
-            cls.expected_value = property(lambda self: to_host(get(self)), prop.fset, prop.fdel, prop.__doc__)
 
     def __call__(self, X: Any, key: Any = None, **kwargs: Any) -> Any:
         """Explain ``X`` (see the explainer's own ``__call__``), with shap's ``max_evals=`` and

@@ -39,11 +39,6 @@ import numpy as np
 from ._precision import full_precision
 
 
-def _namespace(x):
-    """``numpy`` for host arrays (the host plan, :mod:`._host_plan`), else ``jax.numpy``."""
-    return np if isinstance(x, np.ndarray) else jnp
-
-
 @full_precision
 def walsh_controls(masks, order: int, dtype):
     r"""The residualised Walsh terms :math:`r_T` of one odd ``order``, ``[C, C(M, order)]`` (explicit).
@@ -52,9 +47,9 @@ def walsh_controls(masks, order: int, dtype):
     """
     m = masks.shape[-1]
     sets = np.array(list(itertools.combinations(range(m), order)), dtype=np.int32).reshape(-1, order)
-    u = 2.0 * masks.astype(dtype) - 1.0
+    u = 2.0 * jnp.asarray(masks).astype(dtype) - 1.0
     cols = u[:, sets]  # [C, T, k]
-    return _namespace(u).prod(cols, axis=-1) - cols.sum(-1) / order
+    return jnp.prod(cols, axis=-1) - cols.sum(-1) / order
 
 
 def _esym_polynomial(n: int, k: int) -> np.ndarray:
@@ -78,7 +73,7 @@ def _esym(t, n: int, k: int):
     r"""Elementary symmetric polynomial :math:`e_k` of ``n`` signs summing to ``t`` (elementwise):
     :func:`_esym_polynomial` evaluated by Horner's rule."""
     coef = _esym_polynomial(n, k)
-    out = _namespace(t).full_like(t, coef[k])
+    out = jnp.full_like(t, coef[k])
     for c in coef[k - 1 :: -1]:
         out = out * t + c
     return out
@@ -104,7 +99,7 @@ def odd_kernel(ua, ub, order: int):
     matrix product for ``p``, ``k`` multiply-adds per entry and one small matrix product.
     """
     m, k = ua.shape[-1], order
-    xp = _namespace(ua)
+    ua, ub = jnp.asarray(ua), jnp.asarray(ub)
     p = ua @ ub.T
     sa, sb = ua.sum(-1), ub.sum(-1)
     fa_lo, fa_hi = _esym(sa - 1.0, m - 1, k - 1), _esym(sa + 1.0, m - 1, k - 1)  # [A]
@@ -116,18 +111,13 @@ def odd_kernel(ua, ub, order: int):
     #   linear = (c1 - c2) p + c2 s_a s_b
     lin_a = coef[1] + (c1 - c2) / k**2 - (fa_lo + fa_hi) / (2 * k)  # the linear coefficient: lin_a + lin_b
     lin_b = -(fb_lo + fb_hi) / (2 * k)
-    rest_a = xp.stack([xp.ones_like(sa), sa, fa_lo - fa_hi, sa], axis=-1)  # [A, 4]
-    rest_b = xp.stack([xp.full_like(sb, coef[0]), c2 / k**2 * sb, -sb / (2 * k), -(fb_lo - fb_hi) / (2 * k)], axis=-1)
+    rest_a = jnp.stack([jnp.ones_like(sa), sa, fa_lo - fa_hi, sa], axis=-1)  # [A, 4]
+    rest_b = jnp.stack([jnp.full_like(sb, coef[0]), c2 / k**2 * sb, -sb / (2 * k), -(fb_lo - fb_hi) / (2 * k)], axis=-1)
     # Horner in p for the degrees of 2 and more; then the per-row and per-column linear coefficient
     inner = coef[k] * p
     for c in coef[k - 1 : 1 : -1]:
         inner = (inner + c) * p
     return (inner + lin_a[:, None] + lin_b[None, :]) * p + rest_a @ rest_b.T
-
-
-def n_controls(n_features: int, order: int) -> int:
-    """Number of Walsh terms of one order: ``C(M, order)``."""
-    return math.comb(n_features, order)
 
 
 @full_precision
@@ -153,8 +143,8 @@ def weighted_triple_kernel(ua, ub, scales):
     polynomials of ``a``), collected as for :func:`odd_kernel`: three ``[A, M] x [M, B]``
     products whatever ``M``.
     """
-    xp = _namespace(ua)
-    a = scales.astype(ua.dtype)
+    ua, ub = jnp.asarray(ua), jnp.asarray(ub)
+    a = jnp.asarray(scales).astype(ua.dtype)
     a2 = a * a
     p1 = (ua * a) @ ub.T
     p3 = (ua * (a2 * a)) @ ub.T
@@ -167,7 +157,7 @@ def weighted_triple_kernel(ua, ub, scales):
     cross = (e2_a[:, None] + e2_b[None, :]) * p1 - e1_a[:, None] * q_b[None, :] - q_a[:, None] * e1_b[None, :] + 2.0 * p3
     total, pairs = a.sum(), (a.sum() ** 2 - s2) / 2
     q = a[:, None] * a[None, :] * (total - a[:, None] - a[None, :])
-    eye = xp.eye(a.shape[0], dtype=ua.dtype)
+    eye = jnp.eye(a.shape[0], dtype=ua.dtype)
     q = q * (1.0 - eye) + eye * (a * (pairs - a * total + a2))[:, None]
     return cubic - cross / 3.0 + ((ua @ q) @ ub.T) / 9.0
 

@@ -40,7 +40,7 @@ import numpy as np
 
 from .._coalitions._combinatorics import code_bits, shapley_kernels
 from .._coalitions._samplers import Paired
-from .._coalitions._subsets import smallest
+from .._coalitions._kernel_sampling import smallest
 
 
 def shapley_size_logits(n_features: int) -> np.ndarray:
@@ -61,7 +61,7 @@ def sample_paired_masks(key: jax.Array, n_features: int, n_pairs: int) -> jax.Ar
     """
     k_size, k_set = jax.random.split(key)
     sizes = 1 + jax.random.categorical(k_size, jnp.asarray(shapley_size_logits(n_features)), shape=(n_pairs,))
-    masks = smallest(jax.random.uniform(k_set, (n_pairs, n_features)), sizes, xp=jnp)
+    masks = smallest(jax.random.uniform(k_set, (n_pairs, n_features)), sizes)
     return jnp.concatenate([masks, ~masks], axis=0)
 
 

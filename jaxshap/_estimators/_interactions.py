@@ -61,6 +61,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._coalitions._combinatorics import shapley_kernels, shapley_weight
 from .._coalitions._masks import all_masks, exact_coefficients
 from ._precision import full_precision
 from .._coalitions._static_cache import static_cache
@@ -89,19 +90,42 @@ def check_index(index: str, order: int, n_features: int) -> tuple[str, int]:
     return index, order
 
 
+def interaction_order(interactions: object, most: int | None = None) -> int:
+    """The order an explainer's ``interactions=`` asks for: ``False``/``None``/``0`` none (0),
+    ``True`` shap's pairwise matrix (2), an int ``k`` the order-``k`` tensor.
+
+    Raises:
+      ValueError: naming ``interactions`` for anything else, or an order above ``most`` (what the
+        explainer implements), so that no call returns a lower order than the one asked for.
+    """
+    if interactions is None or interactions is False:
+        return 0
+    if interactions is True:
+        order = 2
+    elif isinstance(interactions, (int, np.integer)) and not isinstance(interactions, bool) and interactions >= 0:
+        order = int(interactions)
+    else:
+        raise ValueError(f"`interactions` must be True (pairs), False or an order k >= 1; got {interactions!r}.")
+    if most is not None and order > most:
+        can = f"up to order {most}" if most else "no interaction values"
+        raise ValueError(f"`interactions={interactions!r}` asks for order {order}; this explainer computes {can}. "
+                         "ExactExplainer (up to 20 features) and TreeExplainer compute every order.")
+    return order
+
+
 # --- static weight tables (NumPy, float64) ----------------------------------------------------
 def derivative_weights(index: str, n_features: int, t: int, order: int) -> np.ndarray:
     r"""``mu_t(q)``, ``q = 0 .. M - t``: the weight of :math:`\Delta_T v(S)` with ``|S| = q``."""
     m = n_features
     q = np.arange(m - t + 1)
     if index in ("SII", "k-SII"):
-        return np.array([1.0 / ((m - t + 1) * math.comb(m - t, int(i))) for i in q])
+        return np.array([shapley_weight(m - t + 1, int(i)) for i in q])
     if index == "BII":
         return np.full(q.shape, 2.0 ** -(m - t))
     if index == "STII":
         if t < order:
             return (q == 0).astype(np.float64)
-        return np.array([t / (m * math.comb(m - 1, int(i))) for i in q])
+        return np.array([t * shapley_weight(m, int(i)) for i in q])
     raise ValueError(f"no derivative weights for index {index!r}")
 
 
@@ -121,15 +145,6 @@ def moment_weights(mu: np.ndarray, n_features: int, t: int) -> np.ndarray:
     return g
 
 
-def kernel_weights(n_features: int) -> np.ndarray:
-    """Shapley kernel ``mu(s)`` for ``s = 0..M``, zero at the empty and the full coalition."""
-    m = n_features
-    w = np.zeros(m + 1)
-    for s in range(1, m):
-        w[s] = (m - 1) / (math.comb(m, s) * s * (m - s))
-    return w
-
-
 @static_cache(64)
 def faith_solution(n_features: int, order: int) -> tuple[tuple[tuple[int, ...], ...], np.ndarray, np.ndarray]:
     r"""The exact Faith-SHAP map for ``M`` features and order ``k``, in float64.
@@ -146,7 +161,7 @@ def faith_solution(n_features: int, order: int) -> tuple[tuple[tuple[int, ...], 
     """
     m, k = n_features, order
     sets = tuple(c for t in range(1, k + 1) for c in itertools.combinations(range(m), t))
-    mu = kernel_weights(m)
+    mu = shapley_kernels(m)
     by_union = np.array(
         [sum(mu[s] * math.comb(m - u, s - u) for s in range(u, m)) for u in range(m + 1)], dtype=np.float64
     )
@@ -246,7 +261,7 @@ def _faith(z: jax.Array, size: jax.Array, y: jax.Array, y_full: jax.Array, order
     """Faith-SHAP orders ``1..k``, ``[M]*t + [K]``."""
     m = z.shape[1]
     sets, a_mat, a_vec = faith_solution(m, order)
-    mu = jnp.asarray(kernel_weights(m), y.dtype)[size]
+    mu = jnp.asarray(shapley_kernels(m), y.dtype)[size]
     moments = weighted_moments(z, mu[:, None] * y, order)  # m_b [M]*b + [K]
     rhs = jnp.stack([moments[len(s)][s] for s in sets])  # [n_sets, K]
     e = jnp.asarray(a_mat, y.dtype) @ rhs + jnp.asarray(a_vec, y.dtype)[:, None] * y_full[None, :]
@@ -271,6 +286,71 @@ def dense_from_sets(flat: jax.Array, sets, n_features: int, order: int) -> list[
     return out
 
 
+def ksii_from_sii(sii: list[jax.Array]) -> list[jax.Array]:
+    r"""k-SII of orders ``1..k`` (``k = len(sii)``) from the SII terms of orders ``1..k``
+    (``[M] * t + [...]``, symmetric, zero where indices repeat): :math:`\Phi_T = \sum_{j=0}^{k-t}
+    B_j \sum_{K \subseteq N \setminus T, |K| = j} I_{T \cup K}` (each ``K`` appears ``j!`` times
+    among the ordered indices, hence the ``1 / j!``)."""
+    order = len(sii)
+    out = []
+    for t in range(1, order + 1):
+        total = sii[t - 1]
+        for j in range(1, order - t + 1):
+            if _BERNOULLI[j] == 0.0:
+                continue
+            summed = sii[t + j - 1].sum(axis=tuple(range(t, t + j))) / math.factorial(j)
+            total = total + _BERNOULLI[j] * summed
+        out.append(total)
+    return out
+
+
+def _set_partitions(items: list) -> list:
+    """Every partition of ``items`` into blocks (lists), blocks ordered by their first item."""
+    if not items:
+        return [[]]
+    first, rest = items[0], items[1:]
+    out = []
+    for part in _set_partitions(rest):
+        out.append([[first]] + part)
+        for i in range(len(part)):
+            out.append(part[:i] + [[first] + part[i]] + part[i + 1 :])
+    return [sorted(p, key=min) for p in out]
+
+
+def interaction_tensor(terms: list[jax.Array], order: int) -> jax.Array:
+    r"""The ``[M] * k + [...]`` tensor of an index's terms of orders ``1..k`` (``k = order``), shap's
+    layout generalised: the entry at ``(i_1, ..., i_k)`` is the term of the set
+    ``T = {i_1, ..., i_k}`` divided by the number of ``k``-tuples with that set (the surjections of
+    ``k`` positions onto ``T``, ``t! S(k, t)``). So summing every entry gives the sum of all terms
+    (``v(N) - v(empty)`` for the efficient indices), and for k-SII summing over all axes but the
+    first gives the Shapley values (:math:`\phi_i = \sum_{T \ni i} \Phi_T / |T|`). For ``k = 2``
+    this is shap's matrix: the order-1 terms on the diagonal, each pair's term split evenly
+    between ``[i, j]`` and ``[j, i]``.
+
+    Args:
+      terms: order ``t`` as ``[M] * t + [...]`` (symmetric, zero where indices repeat), ``t = 1..k``.
+      order: ``k``.
+    """
+    m = terms[0].shape[0]
+    tail = terms[0].shape[1:]
+    eye = jnp.eye(m, dtype=terms[0].dtype)
+    total = jnp.zeros((m,) * order + tail, terms[0].dtype)
+    for part in _set_partitions(list(range(order))):
+        t = len(part)
+        surjections = sum((-1) ** j * math.comb(t, j) * (t - j) ** order for j in range(t + 1))
+        block_of = {pos: b for b, blk in enumerate(part) for pos in blk}
+        # term t's axes go to each block's first position; the others repeat their block's index
+        x = terms[t - 1].reshape(tuple(m if pos == part[block_of[pos]][0] else 1 for pos in range(order)) + tail)
+        for pos in range(order):
+            first = part[block_of[pos]][0]
+            if pos != first:
+                shape = [1] * order
+                shape[first] = shape[pos] = m
+                x = x * eye.reshape(tuple(shape) + (1,) * len(tail))
+        total = total + x / surjections
+    return total
+
+
 @full_precision
 def interactions_from_values(v: jax.Array, masks: jax.Array, index: str = "k-SII", order: int = 2) -> list[jax.Array]:
     """The index's terms of orders ``1..k`` from the values ``v [2**M, ...]`` of ``masks = all_masks(M)``.
@@ -290,16 +370,7 @@ def interactions_from_values(v: jax.Array, masks: jax.Array, index: str = "k-SII
     if index == "FSII":
         out = _faith(z, size, y, y[-1], order)
     elif index == "k-SII":
-        sii = _derivative_index("SII", z, size, y, order, list(range(1, order + 1)))
-        out = []
-        for t in range(1, order + 1):
-            total = sii[t - 1]
-            for j in range(1, order - t + 1):
-                if _BERNOULLI[j] == 0.0:
-                    continue
-                summed = sii[t + j - 1].sum(axis=tuple(range(t, t + j))) / math.factorial(j)
-                total = total + _BERNOULLI[j] * summed
-            out.append(total)
+        out = ksii_from_sii(_derivative_index("SII", z, size, y, order, list(range(1, order + 1))))
     else:
         out = _derivative_index(index, z, size, y, order, list(range(1, order + 1)))
     return [o.reshape((m,) * (t + 1) + tail) for t, o in enumerate(out)]
@@ -341,16 +412,13 @@ def interaction_matrix(terms: list[jax.Array]) -> jax.Array:
     """The ``[M, M, ...]`` matrix of order-1 and order-2 terms, shap's layout.
 
     The diagonal holds the order-1 terms and each pair's term is split evenly between
-    ``[i, j]`` and ``[j, i]``. For an efficient order-2 index (k-SII, STII, FSII) the rows then
-    sum to the Shapley values (k-SII: exactly shap's SHAP interaction values, Lundberg et al.,
-    2020; STII: shap's ``ExactExplainer`` ``interactions=2``).
+    ``[i, j]`` and ``[j, i]`` (:func:`interaction_tensor` of order 2). For an efficient order-2
+    index (k-SII, STII, FSII) the rows then sum to the Shapley values (k-SII: exactly shap's SHAP
+    interaction values, Lundberg et al., 2020; STII: shap's ``ExactExplainer`` ``interactions=2``).
     """
     if len(terms) < 2:
         raise ValueError("interaction_matrix needs the order-1 and order-2 terms (compute with order=2).")
-    first, pairs = terms[0], terms[1]
-    m = first.shape[0]
-    eye = jnp.eye(m, dtype=bool).reshape((m, m) + (1,) * (first.ndim - 1))
-    return jnp.where(eye, first[:, None], 0.5 * pairs)
+    return interaction_tensor(list(terms[:2]), 2)
 
 
 def banzhaf_values(value_fn: ValueFn, n_features: int) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -365,10 +433,14 @@ def banzhaf_values(value_fn: ValueFn, n_features: int) -> tuple[jax.Array, jax.A
 
 
 @full_precision
-def shapley_and_interactions(v: jax.Array, masks: jax.Array, index: str) -> tuple[jax.Array, jax.Array]:
-    """Shapley values ``[M, ...]`` and the interaction matrix ``[M, M, ...]`` from one set of values."""
+def shapley_and_interactions(v: jax.Array, masks: jax.Array, index: str, order: int = 2) -> tuple[jax.Array, jax.Array]:
+    """Shapley values ``[M, ...]`` and the order-``k`` interaction tensor ``[M] * k + [...]``
+    (:func:`interaction_tensor`) from one set of values."""
     coef = exact_coefficients(masks, dtype=v.dtype)
     phi = jnp.tensordot(coef, v - v[0], axes=1)
-    if masks.shape[-1] == 1:  # one feature: no pairs; every index's order-1 term is v(N) - v(empty)
-        return phi, phi[:, None]
-    return phi, interaction_matrix(interactions_from_values(v, masks, index, 2))
+    m = masks.shape[-1]
+    if m == 1:  # one feature: every index's only term is v(N) - v(empty), at the tuple (0, ..., 0)
+        return phi, phi.reshape((1,) * order + phi.shape[1:])
+    if m < order:
+        raise ValueError(f"`interactions` asks for order {order}, but the model has {m} features; pass at most {m}.")
+    return phi, interaction_tensor(interactions_from_values(v, masks, index, order), order)

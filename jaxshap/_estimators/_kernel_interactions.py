@@ -37,12 +37,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._coalitions._kernel_layers import max_coalitions
-from .._coalitions._kernel_plan import kernel_plan
+from .._coalitions._kernel_plan import kernel_plan, max_coalitions
 from .._coalitions._kernel_sampling import sample_coalitions
 from .._core._validate import integer
 from ._interactions import dense_from_sets
-from ._kernel import _safe_sqrt, _weighted_fit
+from ._kernel_solve import design_variance, safe_sqrt, spd_inverse
+from ._precision import full_precision
 
 ValueFn = Callable[[jax.Array], jax.Array]
 
@@ -50,6 +50,21 @@ ValueFn = Callable[[jax.Array], jax.Array]
 def n_terms(n_features: int, order: int) -> int:
     """Number of unknowns ``sum_{t = 1..k} C(M, t)``."""
     return sum(math.comb(n_features, t) for t in range(1, order + 1))
+
+
+@full_precision
+def _fit(plan, design, w, r, delta, m):
+    """``(E [n, K], stderr [n, K])``: ``E = E^0 + H^{-1} D^T W r`` with ``H = D^T W D + c 1 1^T``
+    (``c = tr / (n (n - 1))`` fixes the null direction of the projected design ``D``), and the
+    design variance of the per-coalition terms ``psi_S = H^{-1} d_S w_S e_S``."""
+    n = design.shape[1]
+    weighted = design * w[:, None]
+    h = weighted.T @ design
+    inverse = spd_inverse(h + jnp.trace(h) / (n * (n - 1)))
+    theta = inverse @ (weighted.T @ r)
+    base = jnp.zeros((n, delta.shape[0]), design.dtype).at[:m].set(delta / m)
+    psi = (inverse @ design.T).T[:, :, None] * (w[:, None] * (r - design @ theta))[:, None, :]  # [C, n, K]
+    return base + theta, safe_sqrt(design_variance(plan, psi, jnp.asarray(plan.unit)))
 
 
 def kernel_interactions(
@@ -121,25 +136,8 @@ def kernel_interactions(
     w = w / w.sum()
     delta = (v1 - v0).reshape(-1)  # [K]
     r = values - v0.reshape(-1) - (z.sum(-1, keepdims=True) / m) * delta  # residual of E^0
-    proj = jnp.eye(n, dtype=dtype) - 1.0 / n
-    design = x @ proj
-    theta, inverse = _weighted_fit(design, w, r, n)
-    base = jnp.zeros((n, delta.shape[0]), dtype).at[:m].set(delta / m)
-    e = base + theta
-
-    residual = r - design @ theta  # [C, K]
-    gz = inverse @ design.T  # [n, C]
-    psi = gz.T[:, :, None] * (w[:, None] * residual)[:, None, :]  # [C, n, K]
-    n_units, n_groups = plan.unit_group.shape[0], plan.group_factor.shape[0]
-    totals = jax.ops.segment_sum(psi, jnp.asarray(plan.unit), num_segments=n_units)
-    groups = jnp.asarray(plan.unit_group)
-    means = jax.ops.segment_sum(totals, groups, num_segments=n_groups) / jnp.asarray(plan.group_count, dtype)[
-        :, None, None
-    ]
-    squares = jax.ops.segment_sum((totals - means[groups]) ** 2, groups, num_segments=n_groups)
-    var = jnp.tensordot(jnp.asarray(plan.group_factor, dtype), squares, axes=1)
-    stderr = _safe_sqrt(var)
-
+    design = x @ (jnp.eye(n, dtype=dtype) - 1.0 / n)
+    e, stderr = _fit(plan, design, w, r, delta, m)
     terms = dense_from_sets(e, sets, m, order)
     errors = dense_from_sets(stderr, sets, m, order)
     reshape = lambda a, t: a.reshape((m,) * t + tail)

@@ -22,10 +22,9 @@ import math
 from typing import Any, Callable, NamedTuple
 
 import jax
-import jax.numpy as jnp
 import optax
 
-from .._coalitions._subsets import smallest
+from .._coalitions._kernel_sampling import smallest
 
 
 def default_optimizer(learning_rate: float, steps: int) -> optax.GradientTransformation:
@@ -63,7 +62,7 @@ def uniform_size_masks(key: jax.Array, n: int, n_features: int) -> jax.Array:
     """
     k_size, k_set = jax.random.split(key)
     sizes = jax.random.randint(k_size, (n,), 0, n_features + 1)
-    return smallest(jax.random.uniform(k_set, (n, n_features)), sizes, xp=jnp)
+    return smallest(jax.random.uniform(k_set, (n, n_features)), sizes)
 
 
 def make_epoch(loss_fn: Callable, optimizer: optax.GradientTransformation, batch_size: int) -> Callable:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import abc
+import dataclasses
 import warnings
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from .._core._links import resolve_link
 from .._engine._shap_api import is_rows, unpickle_explainer
@@ -20,10 +21,74 @@ from ._linear import LinearExplainer
 from ._permutation import PermutationExplainer
 from ._tree import TreeExplainer
 
-ALGORITHMS = ("auto", "tree", "linear", "exact", "permutation", "kernel")
-
 PLAYER_ARGS = ("groups", "causal_ordering", "confounding", "asymmetric")
 """The model-agnostic explainers' arguments that change the game's players or values (shapr's)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    """What :class:`Explainer` knows of the call when it picks: the user's ``model``, the
+    ``masker`` (background rows already wrapped in ``maskers.Independent``, or ``None``), the
+    user's own ``rows`` (before that wrapping), ``link``, ``feature_names`` and the remaining
+    ``kwargs`` (``players`` holds those of :data:`PLAYER_ARGS`)."""
+
+    model: Any
+    masker: Any
+    rows: Any
+    link: str
+    feature_names: Any
+    kwargs: dict
+
+    @property
+    def players(self) -> dict:
+        return {k: self.kwargs[k] for k in PLAYER_ARGS if k in self.kwargs}
+
+    @property
+    def names(self) -> dict:
+        return {"feature_names": self.feature_names} if self.feature_names is not None else {}
+
+
+@dataclasses.dataclass(frozen=True)
+class Algorithm:
+    """One entry of :class:`Explainer`'s registry.
+
+    Attributes:
+      name: the ``algorithm=`` that asks for it.
+      build: ``build(choice) -> explainer``.
+      picks: ``picks(choice) -> reason or None``: whether ``algorithm="auto"`` takes it, and why
+        (the first registered entry that gives a reason wins); ``None``: only on request.
+    """
+
+    name: str
+    build: Callable[[Choice], Any]
+    picks: Callable[[Choice], str | None] | None = None
+
+
+_REGISTRY: dict[str, Algorithm] = {}
+
+
+def register_algorithm(name: str, build: Callable[[Choice], Any], picks: Callable[[Choice], str | None] | None = None,
+                       *, cls: type | None = None, before: str | None = None) -> None:
+    """Add an explainer to :class:`Explainer`'s choices (``algorithm=name``).
+
+    Args:
+      name: the ``algorithm=`` value.
+      build: ``build(choice: Choice) -> explainer``.
+      picks: ``picks(choice) -> reason or None`` for ``algorithm="auto"``; ``None`` for an
+        explainer built only on request.
+      cls: the explainer class it builds, registered so that ``isinstance(ex, jaxshap.Explainer)``.
+      before: the name of a registered entry that ``"auto"`` should ask after this one;
+        ``None`` asks it last.
+    """
+    entry = Algorithm(name, build, picks)
+    if cls is not None:
+        Explainer.register(cls)
+    items = [(k, v) for k, v in _REGISTRY.items() if k != name]
+    at = len(items) if before is None else [k for k, _ in items].index(before)
+    items.insert(at, (name, entry))
+    _REGISTRY.clear()
+    _REGISTRY.update(items)
+
 
 def is_tree_model(model: Any) -> bool:
     """A model a registered tree reader recognises (XGBoost, LightGBM, scikit-learn trees, ...;
@@ -55,7 +120,9 @@ class Explainer(abc.ABC):
        :class:`PermutationExplainer`. :class:`KernelExplainer` is used when asked for with
        ``algorithm="kernel"``.
 
-    The explainer's ``repr`` says which was picked and why (``ex.chosen_by_auto``).
+    The explainer's ``repr`` says which was picked and why (``ex.chosen_by_auto``). The choices
+    are a registry: :func:`register_algorithm` adds an explainer (``algorithm=`` its name, and
+    optionally a rule for ``"auto"``), so a new explainer is one file plus its registration.
 
     Args:
       model: a callable ``[n, M] -> [n]`` or ``[n, K]`` (JAX or NumPy: ``clf.predict_proba``), or
@@ -66,8 +133,8 @@ class Explainer(abc.ABC):
         masker ``masker(mask, x) -> rows`` (then :class:`PermutationExplainer`, as shap,
         built from the rows of the first call).
       link: ``"identity"`` or ``"logit"`` (model-agnostic explainers only).
-      algorithm: ``"auto"`` (default) or one of ``"tree"``, ``"linear"``, ``"exact"``,
-        ``"permutation"``, ``"kernel"``.
+      algorithm: ``"auto"`` (default) or a registered name: ``"tree"``, ``"linear"``,
+        ``"exact"``, ``"permutation"``, ``"kernel"`` built in.
       feature_names: optional names of the features.
       **kwargs: passed on to the chosen explainer (for example ``n_permutations=``).
 
@@ -86,8 +153,8 @@ class Explainer(abc.ABC):
         feature_names: Sequence[str] | None = None,
         **kwargs: Any,
     ):
-        if algorithm not in ALGORITHMS:
-            raise ValueError(f"`algorithm` must be one of {ALGORITHMS}; got {algorithm!r}.")
+        if algorithm != "auto" and algorithm not in _REGISTRY:
+            raise ValueError(f"`algorithm` must be one of {('auto', *_REGISTRY)}; got {algorithm!r}.")
         link = resolve_link(link)
         if is_function_masker(masker) and algorithm in ("auto", "permutation", "exact"):
             # shap's custom masker: shap samples permutations (M is known from the first rows)
@@ -105,51 +172,14 @@ class Explainer(abc.ABC):
                 masker = Independent(masker)  # shap's default: at most 100 rows, with a warning
             for w in caught:
                 warnings.warn(w.message, w.category, stacklevel=2)
-        names = {"feature_names": feature_names} if feature_names is not None else {}
-        players = {k: kwargs[k] for k in PLAYER_ARGS if k in kwargs}
-        plain = (masker is None or type(masker) is Independent) and not players
-
-        if algorithm == "tree" or (algorithm == "auto" and is_tree_model(model) and plain):
-            _identity_only(link, "TreeExplainer")
-            data = None
-            if masker is not None:
-                if getattr(masker, "weights", None) is not None:
-                    raise ValueError(
-                        "TreeExplainer takes unweighted background rows; pass the rows themselves as `masker`."
-                    )
-                data = masker.data
-                if masker.feature_names is not None and feature_names is None:
-                    names = {"feature_names": list(masker.feature_names)}
-            reason = "a tree model" + (", interventional over the background" if data is not None else ", no background: path-dependent")
-            return _mark(TreeExplainer(model, data, **names, **kwargs), reason)
-        if algorithm == "linear" or (algorithm == "auto" and is_linear_model(model) and plain and masker is not None):
-            _identity_only(link, "LinearExplainer")
-            if masker is None or not isinstance(masker, Independent):
-                raise ValueError("LinearExplainer needs background rows (or an Independent masker) as `masker`.")
-            if masker.feature_names is not None and feature_names is None:
-                names = {"feature_names": list(masker.feature_names)}
-            return _mark(LinearExplainer(model, (masker.mean, None), **names, **kwargs), "a linear model")
-        if masker is None:
-            raise ValueError(
-                "`masker` is required for this model: pass background rows [B, M] (for example 100 training "
-                "rows) or a masker such as jaxshap.maskers.Independent(data)."
-            )
-        if not callable(model):
-            hint = " Pass its prediction function, such as model.predict or model.predict_proba." if hasattr(model, "predict") else ""
-            raise TypeError(
-                f"`model` ({type(model).__name__}) is not callable and is not a tree or linear model jaxshap "
-                f"can read.{hint}"
-            )
-        if algorithm == "auto":
-            algorithm, reason = _exact_or_permutation(masker, players, feature_names)
+        choice = Choice(model, masker, rows, link, feature_names, kwargs)
+        if algorithm != "auto":
+            entry, reason = _REGISTRY[algorithm], f"algorithm={algorithm!r}"
         else:
-            reason = f"algorithm={algorithm!r}"
-        chosen = {"exact": ExactExplainer, "permutation": PermutationExplainer, "kernel": KernelExplainer}[algorithm]
-        if algorithm != "kernel" and (is_rows(rows) or is_summary(rows)):  # read by the explainer in its precision
-            with warnings.catch_warnings():  # the sampling warning was given above
-                warnings.simplefilter("ignore")
-                return _mark(chosen(model, rows, link=link, **names, **kwargs), reason)
-        return _mark(chosen(model, masker, link=link, **names, **kwargs), reason)
+            entry, reason = next(((e, r) for e in _REGISTRY.values() if e.picks and (r := e.picks(choice))), (None, None))
+            if entry is None:
+                raise TypeError(f"no registered explainer takes this model ({type(model).__name__}).")
+        return _mark(entry.build(choice), reason)
 
     @classmethod
     def load(cls, file: Any) -> Any:
@@ -157,16 +187,98 @@ class Explainer(abc.ABC):
         return unpickle_explainer(file, cls, "jaxshap explainer")
 
 
-def _exact_or_permutation(masker: Any, players: dict, feature_names: Any) -> tuple[str, str]:
+def _plain(choice: Choice) -> bool:
+    """Background rows (or none) and no players: what Tree and Linear explainers take."""
+    return (choice.masker is None or type(choice.masker) is Independent) and not choice.players
+
+
+def _picks_tree(choice: Choice) -> str | None:
+    if not (is_tree_model(choice.model) and _plain(choice)):
+        return None
+    return "a tree model" + (", interventional over the background" if choice.masker is not None
+                             else ", no background: path-dependent")
+
+
+def _build_tree(choice: Choice) -> Any:
+    _identity_only(choice.link, "TreeExplainer")
+    data, names, masker = None, choice.names, choice.masker
+    if masker is not None:
+        if getattr(masker, "weights", None) is not None:
+            raise ValueError("TreeExplainer takes unweighted background rows; pass the rows themselves as `masker`.")
+        data = masker.data
+        if masker.feature_names is not None and choice.feature_names is None:
+            names = {"feature_names": list(masker.feature_names)}
+    return TreeExplainer(choice.model, data, **names, **choice.kwargs)
+
+
+def _picks_linear(choice: Choice) -> str | None:
+    ok = is_linear_model(choice.model) and _plain(choice) and choice.masker is not None
+    return "a linear model" if ok else None
+
+
+def _build_linear(choice: Choice) -> Any:
+    _identity_only(choice.link, "LinearExplainer")
+    masker, names = choice.masker, choice.names
+    if masker is None or not isinstance(masker, Independent):
+        raise ValueError("LinearExplainer needs background rows (or an Independent masker) as `masker`.")
+    if masker.feature_names is not None and choice.feature_names is None:
+        names = {"feature_names": list(masker.feature_names)}
+    return LinearExplainer(choice.model, (masker.mean, None), **names, **choice.kwargs)
+
+
+def _callable_model(choice: Choice) -> None:
+    """Raise unless a model-agnostic explainer can take the model and masker."""
+    if choice.masker is None:
+        raise ValueError(
+            "`masker` is required for this model: pass background rows [B, M] (for example 100 training "
+            "rows) or a masker such as jaxshap.maskers.Independent(data)."
+        )
+    if not callable(choice.model):
+        model = choice.model
+        hint = " Pass its prediction function, such as model.predict or model.predict_proba." if hasattr(model, "predict") else ""
+        raise TypeError(
+            f"`model` ({type(model).__name__}) is not callable and is not a tree or linear model jaxshap "
+            f"can read.{hint}"
+        )
+
+
+def _model_agnostic(cls: type) -> Callable[[Choice], Any]:
+    """``build`` of a model-agnostic explainer: Exact and Permutation read the user's own rows (in
+    their precision, keeping shap's 100 of them); Kernel takes the masker (every row)."""
+
+    def build(choice: Choice) -> Any:
+        _callable_model(choice)
+        readable = is_rows(choice.rows) or is_summary(choice.rows)  # read by the explainer in its precision
+        background = choice.rows if cls is not KernelExplainer and readable else choice.masker
+        with warnings.catch_warnings():  # the sampling warning was given when the masker was made
+            warnings.simplefilter("ignore")
+            return cls(choice.model, background, link=choice.link, **choice.names, **choice.kwargs)
+
+    return build
+
+
+def _exact_or_permutation(choice: Choice) -> tuple[str, str]:
     """``(algorithm, reason)``: exact up to the game's feature limit (shap's rule) and
     ExactExplainer's size, permutation beyond; the game is the masker with its players."""
-    game = player_masker(masker, **players, column_names=feature_names) if players else masker
+    masker, players = choice.masker, choice.players
+    game = player_masker(masker, **players, column_names=choice.feature_names) if players else masker
     m, limit = game.n_features, game.auto_exact_features
     if m > limit:
         return "permutation", f"{m} features > {limit}"
     if (c := game.exact_coalition_count()) > 2**MAX_EXACT_FEATURES:
         return "permutation", f"{c:,} coalitions for exact {game.attribution} values > 2**{MAX_EXACT_FEATURES}"
     return "exact", f"{m} features <= {limit}: exact {game.attribution} values"
+
+
+def _picks(algorithm: str) -> Callable[[Choice], str | None]:
+    """Exact or Permutation for any other model, as shap (:func:`_exact_or_permutation`)."""
+
+    def picks(choice: Choice) -> str | None:
+        _callable_model(choice)
+        chosen, reason = _exact_or_permutation(choice)
+        return reason if chosen == algorithm else None
+
+    return picks
 
 
 def _identity_only(link: str, name: str) -> None:
@@ -182,5 +294,8 @@ def _mark(explainer: Any, reason: str) -> Any:
     return explainer
 
 
-for _cls in (ExactExplainer, PermutationExplainer, KernelExplainer, LinearExplainer, TreeExplainer):
-    Explainer.register(_cls)
+register_algorithm("tree", _build_tree, _picks_tree, cls=TreeExplainer)
+register_algorithm("linear", _build_linear, _picks_linear, cls=LinearExplainer)
+register_algorithm("exact", _model_agnostic(ExactExplainer), _picks("exact"), cls=ExactExplainer)
+register_algorithm("permutation", _model_agnostic(PermutationExplainer), _picks("permutation"), cls=PermutationExplainer)
+register_algorithm("kernel", _model_agnostic(KernelExplainer), cls=KernelExplainer)

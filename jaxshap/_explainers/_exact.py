@@ -7,8 +7,8 @@ from typing import Any, Callable
 import jax.numpy as jnp
 
 from .._coalitions._masks import all_masks
-from .._estimators._interactions import INDICES, shapley_and_interactions
-from .._engine._explainer import CoalitionExplainer
+from .._estimators._interactions import INDICES, interaction_order, shapley_and_interactions
+from .._engine._explainer import ModelAgnosticExplainer
 from .._engine._shap_api import interactions_as_values
 from ..maskers._base import SHAPLEY
 
@@ -20,7 +20,7 @@ DEFAULT_INDEX = "STII"
 """The index behind ``interactions=True`` without ``index=``: shap's ``ExactExplainer`` ``interactions=2``."""
 
 
-class ExactExplainer(CoalitionExplainer):
+class ExactExplainer(ModelAgnosticExplainer):
     r"""Exact Shapley values by enumerating every coalition; exact interaction values on request.
 
     .. math::
@@ -39,7 +39,11 @@ class ExactExplainer(CoalitionExplainer):
     ``[n, M, M]`` (or ``[n, M, M, K]``): the diagonal holds the index's order-1 terms and each
     pair's order-2 term is split evenly between ``[i, j]`` and ``[j, i]``. With
     ``interactions=True`` (shap's spelling) ``values`` are those ``[n, M, M]`` interaction values,
-    as in shap; when only ``index`` asks for them, ``values`` stay the Shapley values. By ``index``:
+    as in shap; when only ``index`` asks for them, ``values`` stay the Shapley values. With
+    ``interactions=k`` they are the order-``k`` tensor ``[n] + [M] * k (+ [K])`` of the index's
+    terms of orders ``1..k`` (each set's term split evenly over the index tuples that hold exactly
+    its features, see :func:`jaxshap._estimators._interactions.interaction_tensor`), the same
+    numbers ``TreeExplainer`` gives for a tree model. By ``index``:
 
     * ``None`` or ``"STII"`` (default): Shapley-Taylor of order 2 (Sundararajan et al., 2020):
       the diagonal is ``v({i}) - v(empty)``; the same numbers as shap's
@@ -105,8 +109,8 @@ class ExactExplainer(CoalitionExplainer):
             return phi, v0, None
         masks = all_masks(self.n_features)
         v = value_fn(masks)
-        phi, matrix = shapley_and_interactions(v, masks, self.index or DEFAULT_INDEX)
-        return phi, v[0], matrix
+        phi, tensor = shapley_and_interactions(v, masks, self.index or DEFAULT_INDEX, self._interactions)
+        return phi, v[0], tensor
 
     def _wrap(self, phi, base, third, X, names):
         if not self._interactions:
@@ -115,18 +119,24 @@ class ExactExplainer(CoalitionExplainer):
         expl.interaction_values = third[..., 0] if self.model.single_output else third
         return expl
 
-    def __call__(self, X: Any, key: Any = None, *, interactions: bool | None = None, **kwargs):
+    def __call__(self, X: Any, key: Any = None, *, interactions: bool | int | None = None, **kwargs):
         """Explain the rows of ``X`` (see :meth:`jaxshap.Explainer.__call__` for ``key``,
         ``progress`` and ``devices``).
 
         Args:
           interactions: ``True``: the result's ``values`` (and ``interaction_values``) are the
-            interaction values (``[n, M, M]`` or ``[n, M, M, K]``), as shap's; ``None``
-            (default): when ``index`` was given, ``interaction_values`` are computed beside the
-            Shapley ``values``; ``False``: Shapley values only.
+            pairwise interaction values (``[n, M, M]`` or ``[n, M, M, K]``), as shap's; an int
+            ``k``: the order-``k`` tensor ``[n] + [M] * k (+ [K])`` of the index's terms of orders
+            ``1..k`` (:func:`jaxshap._estimators._interactions.interaction_tensor`: each set's
+            term split evenly over the index tuples that hold exactly its features; ``k = 2`` is
+            shap's matrix); ``None`` (default): when ``index`` was given, the pairwise
+            ``interaction_values`` are computed beside the Shapley ``values``; ``False``: Shapley
+            values only.
         """
-        want = self.index is not None if interactions is None else bool(interactions)
-        if not want:
+        order = interaction_order(interactions, None if self.n_features == 1 else self.n_features)
+        if interactions is None and self.index is not None:
+            order = 2
+        if not order:
             return super().__call__(X, key, **kwargs)
         if self.masker.attribution != SHAPLEY:
             raise ValueError(
@@ -134,7 +144,7 @@ class ExactExplainer(CoalitionExplainer):
                 f"ExactExplainer computes {self.masker.attribution} values only. Use a background array or "
                 "jaxshap.maskers.Independent."
             )
-        self._interactions = True
+        self._interactions = order
         try:
             expl = super().__call__(X, key, **kwargs)
         finally:
@@ -142,5 +152,5 @@ class ExactExplainer(CoalitionExplainer):
         if expl.interaction_values is None:  # zero rows: the base class built the result itself
             values = expl.values
             expl.stderr = None
-            expl.interaction_values = jnp.zeros(values.shape[:2] + values.shape[1:], values.dtype)
+            expl.interaction_values = jnp.zeros(values.shape[:1] + values.shape[1:2] * order + values.shape[2:], values.dtype)
         return interactions_as_values(expl) if interactions else expl

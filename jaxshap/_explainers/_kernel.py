@@ -8,20 +8,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._core._chunking import map_chunks
-from .._core._validate import DEFAULT_MEMORY_BUDGET, flag, integer, number
-from .._engine._explainer import CoalitionExplainer
-from .._core._inputs import is_traced
-from .._engine._program import Deferred
-from .._platform._threads import single_threaded_lapack
-from .._estimators._kernel import kernel_shapley, third_order_ridge
-from .._estimators._host_plan import SharedCoalitions
-from .._estimators._priors import RowPrior
-from .._coalitions._auto_sampler import Auto
-from .._coalitions._kernel_layers import max_coalitions as all_coalitions
-from .._coalitions._kernel_layers import min_coalitions
+from .._estimators._interactions import interaction_order
 from .._coalitions._kernel_plan import kernel_plan
-from .._coalitions._samplers import Sampler
+from .._coalitions._kernel_plan import max_coalitions as all_coalitions
+from .._coalitions._kernel_plan import min_coalitions
+from .._coalitions._samplers import Auto, Sampler
+from .._core._chunking import map_chunks
+from .._core._inputs import is_traced
+from .._core._validate import DEFAULT_MEMORY_BUDGET, flag, integer, number
+from .._engine._explainer import ModelAgnosticExplainer
+from .._estimators._kernel import draw_operators, kernel_shapley, third_order_ridge
+from .._estimators._kernel_priors import RowPrior
+from .._platform._lapack_order import after
+from .._platform._threads import one_blas_thread
 from ..maskers._base import SHAPLEY
 
 
@@ -40,7 +39,7 @@ def _sampler_choice(sampler: Any) -> Sampler | Auto:
     return Sampler.resolve(sampler, others=("auto",))
 
 
-class KernelExplainer(CoalitionExplainer):
+class KernelExplainer(ModelAgnosticExplainer):
     r"""KernelSHAP: Shapley values as a weighted least-squares fit over sampled coalitions.
 
     Coalitions ``S`` are drawn under the Shapley kernel ``k(M, s) = (M - 1) / (C(M, s) s (M - s))``
@@ -61,23 +60,16 @@ class KernelExplainer(CoalitionExplainer):
 
     **Shared coalitions** (default). The coalitions depend only on the key, so one draw serves
     every row of a call (and of every block, chunk and device: results do not depend on them);
-    the regression, with its control variates, is factorised once and each row's solve is a
-    matrix product, so the controls cost little beyond the model evaluations (with
-    ``prior="hierarchical"`` or ``"leading"``, which the default takes at small budgets, each row
-    also solves or updates its own regression). The estimate of
-    each row is the same estimator as with independent draws (its ``stderr`` is valid row by
-    row), but errors are correlated across rows: pass ``shared_coalitions=False`` for
-    independent draws per row (row ``i`` uses ``fold_in(key, i)``; then each row factorises its
-    own design).
-
-    The shared draw and its factorisation are made on the host, with NumPy in float64, and handed
-    to the compiled program as arguments (through a callback inside a user's ``jax.jit``;
-    :mod:`jaxshap._estimators._host_plan`), so no process compiles the sampler or the
-    factorisations. They are a pure function of the key (eager, ``jax.jit`` and ``jax.vmap``
-    over keys agree), the last few are kept, so repeated calls with one key skip them, and
-    gradients flow through the values. The random stream is NumPy's, seeded from the key's bits: the same distribution as
-    :func:`jaxshap.coalitions.sample_kernel_coalitions` (used for independent draws), not the
-    same coalitions.
+    the regression, with its control variates, is factorised once inside the compiled program
+    and each row's solve is a matrix product, so the controls cost little beyond the model
+    evaluations (with ``prior="hierarchical"`` or ``"leading"``, which the default takes at small
+    budgets, each row also solves or updates its own regression). The draw is the one row 0 makes
+    with ``shared_coalitions=False`` (from ``fold_in(key, 0)``, by
+    :func:`jaxshap.coalitions.sample_kernel_coalitions`): a one-row call gives the same values
+    either way. Each row's estimate is the same estimator as with independent draws (its
+    ``stderr`` is valid row by row), but errors are correlated across rows: pass
+    ``shared_coalitions=False`` for independent draws (row ``i`` draws from ``fold_in(key, i)``
+    and factorises its own design). Gradients flow through the values.
 
     Args:
       model: callable ``[n, M] -> [n]`` or ``[n, K]`` (JAX or NumPy).
@@ -132,10 +124,8 @@ class KernelExplainer(CoalitionExplainer):
         (:meth:`jaxshap.coalitions.Auto.prior`): the leading-terms prior up to
         ``Auto.prior_units`` (32) coalitions per feature and ``Auto.prior_coalitions`` (2048) in
         all, the isotropic one above, so the default budget (``2 M + 2048``) shares one solve. The
-        leading-terms prior lowers the squared error 1.3x-2.3x on tree models' games (1.0x-1.4x on
-        an MLP's) at equal model evaluations, for 1.1x-1.25x plain KernelSHAP's warm time and
-        a first call 0.3-1.8 s longer on a CPU (more to compile; ``bench/scenarios/kernel_speed.py``:
-        an MLP with 100 background rows, 160 to 2000 coalitions); the hierarchical prior's
+        leading-terms prior lowers the squared error at equal model evaluations for a low-rank
+        update per row (measured in ``bench/scenarios/kernel_accuracy.py`` and ``kernel_speed.py``); the hierarchical prior's
         per-row solve costs more. The attribute ``prior`` holds the choice: a name when a name
         (or ``"auto"``) was given, else the instance.
       shared_coalitions: one draw of coalitions (and one factorisation) for all rows of a
@@ -145,10 +135,10 @@ class KernelExplainer(CoalitionExplainer):
       feature_names: optional feature names.
       memory_budget: bytes one chunk of evaluations may use.
       link: ``"identity"`` or ``"logit"`` (explain the log-odds of a probability output, as
-        shap's ``link``; see :class:`jaxshap._engine._explainer.CoalitionExplainer`).
+        shap's ``link``; see :class:`jaxshap._engine._explainer.ModelAgnosticExplainer`).
       groups, causal_ordering, confounding, asymmetric: groups of columns as the players, causal
         and asymmetric Shapley values (shapr's arguments; see
-        :class:`jaxshap._engine._explainer.CoalitionExplainer`); asymmetric values are refused
+        :class:`jaxshap._engine._explainer.ModelAgnosticExplainer`); asymmetric values are refused
         (no regression form: ExactExplainer or PermutationExplainer computes them).
 
     Raises:
@@ -223,6 +213,14 @@ class KernelExplainer(CoalitionExplainer):
         self.controls = ((3, third_order_ridge(m)),) if self.third_order else ()
         self.prior, self._prior = self._prior_choice(prior, rule)
 
+    def __call__(self, X: Any, key: Any = None, *, interactions: Any = False, **kwargs: Any):
+        """Explain the rows of ``X`` (see :meth:`jaxshap.Explainer.__call__`). ``interactions``
+        other than ``False`` is refused (``ValueError``): KernelExplainer computes Shapley values
+        only; sampled Faith-SHAP interactions are :func:`jaxshap.estimators.kernel_interactions`,
+        exact ones ``ExactExplainer`` and ``TreeExplainer``."""
+        interaction_order(interactions, 0)
+        return super().__call__(X, key, **kwargs)
+
     def _prior_choice(self, prior: Any, rule: Auto) -> tuple[Any, RowPrior]:
         """``(attribute, instance)`` of ``prior=``: ``"auto"`` asks the rule (a name), a name stays a
         name, an instance stays the instance; without the controls the prior is isotropic."""
@@ -288,77 +286,49 @@ class KernelExplainer(CoalitionExplainer):
         return phi, v0, stderr
 
     def _explain_keyed(self, X, key, index, rows_per_chunk, coalitions_per_chunk, n_valid=None):
-        """Shared coalitions: one draw from ``key`` and one solve operator for every row.
+        """Shared coalitions: one draw, and one factorisation, for every row (traced).
 
-        The coalitions depend only on the call's key, so every row (in every block, chunk and
-        device) sees the same ones; the draw and the factorisation are made on the host
-        (:meth:`_call_core` attaches them for a concrete key, else
-        :meth:`~jaxshap._estimators._host_plan.SharedCoalitions.draw` fetches them); each row then costs
-        its model evaluations and two matrix products, or, with the hierarchical prior, its own
-        solve too (:meth:`jaxshap.estimators.RowPrior.apply`). ``shared_coalitions=False`` draws
-        each row's own coalitions from ``fold_in(key, row)`` instead (the base class's path).
+        The draw comes from ``fold_in(key, 0)`` alone, so every row in every block, chunk and
+        device sees the same coalitions (:func:`jaxshap._estimators._kernel.draw_operators`);
+        each row then costs its model evaluations and the prior's per-row step
+        (:meth:`jaxshap.estimators.RowPrior.apply`). The rows' evaluations start after the draw's
+        factorisations, so a masker's batched LAPACK calls never run beside them
+        (:mod:`jaxshap._platform._lapack_order`). ``shared_coalitions=False`` draws each row's own
+        coalitions from ``fold_in(key, row)`` instead (the base class's path).
         """
         m = self.n_features
         if not self.shared_coalitions or m == 1:
             return super()._explain_keyed(X, key, index, rows_per_chunk, coalitions_per_chunk, n_valid)
-        shared = self._shared_coalitions()
-        masks, ops, parts = shared.draw(key, getattr(self, "_shared_draw", None))
-        plan, prior = shared.plan, self._prior
-        every = jnp.concatenate([jnp.zeros((1, m), bool), jnp.ones((1, m), bool), masks], axis=0)
+        plan = kernel_plan(m, self.n_coalitions, self.sampler)
+        draw = draw_operators(jax.random.fold_in(key, 0), plan, self.controls, self._prior, dtype=jnp.dtype(self.masker.dtype))
+        masks, ops, parts = draw
+        every = after(jnp.concatenate([jnp.zeros((1, m), bool), jnp.ones((1, m), bool), masks], axis=0), draw)
 
         def one_row(x):
             v = self._value_fn(x, coalitions_per_chunk)(every)
             tail = v.shape[1:]
             flat = v.reshape(v.shape[0], -1)
-            phi, stderr = prior.apply(ops, parts, plan, flat[2:], flat[0], flat[1])
+            phi, stderr = self._prior.apply(ops, parts, plan, flat[2:], flat[0], flat[1])
             return phi.reshape((m,) + tail), v[0], stderr.reshape((m,) + tail)
 
         return map_chunks(jax.vmap(one_row), X, rows_per_chunk, n_valid)
-
-    def _call_core(self, X, key):
-        """The program's explainer, carrying the shared draw of a concrete ``key`` (coalitions drawn
-        and factorised on the host) as arrays; inside a user's ``jax.jit`` the program fetches the
-        draw itself (:class:`jaxshap._estimators._host_plan.SharedCoalitions`). A draw that is not
-        cached is computed on a worker thread while the program compiles
-        (:class:`jaxshap._engine._program.Deferred`)."""
-        core = self._core()
-        if not (self.shared_coalitions and self.n_features > 1 and not is_traced(key) and not is_traced(X)):
-            return core
-        leaves, future = self._shared_coalitions().prefetch(key)
-        core._shared_draw = leaves
-        if future is None:
-            return core
-
-        def result():  # after the program is compiled with the placeholders
-            core._shared_draw = future.result()
-            return core
-
-        return Deferred(core, result)
-
-    def _shared_coalitions(self) -> SharedCoalitions:
-        """The call's shared draw: the coalitions of this explainer's plan, their operators and the
-        prior's parts."""
-        plan = kernel_plan(self.n_features, self.n_coalitions, self.sampler)
-        prior = None if self._prior.name == "isotropic" else self._prior
-        return SharedCoalitions(plan, self.controls, jnp.dtype(self.masker.dtype), prior)
 
     def _run(self, X, key, offset, devices, bar, blocked):
         """Explain validated rows (see :meth:`jaxshap.Explainer._run`), in rounds when ``"auto"``.
 
         With ``n_coalitions="auto"`` the rows are explained in rounds of independent coalitions
         (round ``r`` uses ``fold_in(key, r)``) until every row meets the tolerance or the cap.
-        Overriding ``_run`` (not ``__call__``) gives the rounds to ``explain_batches`` too. A
-        prior that solves per row runs with the LAPACK's OpenBLAS on one thread
-        (:func:`jaxshap._platform._threads.single_threaded_lapack`; XLA's pool already spreads
-        the rows' factorisations over the cores).
+        Overriding ``_run`` (not ``__call__``) gives the rounds to ``explain_batches`` too. The
+        programs factorise on a CPU through SciPy's OpenBLAS, held at one thread meanwhile
+        (:func:`jaxshap._platform._threads.one_blas_thread`; XLA's pool already spreads the work).
         """
-        if self._prior.solves_per_row and not (is_traced(X) or is_traced(key)):
-            with single_threaded_lapack():
-                return jax.block_until_ready(self._run_rounds(X, key, offset, devices, bar, blocked))
-        return self._run_rounds(X, key, offset, devices, bar, blocked)
+        if is_traced(X) or is_traced(key):
+            return self._rounds(X, key, offset, devices, bar, blocked)
+        with one_blas_thread(lapack=True):
+            return jax.block_until_ready(self._rounds(X, key, offset, devices, bar, blocked))
 
-    def _run_rounds(self, X, key, offset, devices, bar, blocked):
-        """:meth:`_run` without the thread cap."""
+    def _rounds(self, X, key, offset, devices, bar, blocked):
+        """:meth:`_run` without the thread hold."""
         if not self.auto or self.n_coalitions >= all_coalitions(self.n_features):
             return super()._run(X, key, offset, devices, bar, blocked)
         if is_traced(X) or is_traced(key):

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._result._explanation import Explanation
+from .._result._host import to_host
 from .._core._warnings import user_stacklevel
 from .._algebra._covariance import check_numeric, host64, sample_moments, standard_gaussian, warn_regularised
 from .._algebra._gaussian import precision_matrix
@@ -33,7 +34,7 @@ from .._engine._shap_api import ShapAPI, linear_background
 from .._engine._rows import RowExplainer
 from ..maskers._kmeans import is_summary, summary_moments
 from .._algebra._linear import exact_transform, sampled_transform, to_data_units
-from .._platform._threads import single_threaded_blas
+from .._platform._threads import one_blas_thread
 
 MAX_AUTO_EXACT_FEATURES = 16
 """``method="auto"`` enumerates all coalitions up to this many features."""
@@ -252,7 +253,7 @@ class LinearExplainer(ShapAPI, RowExplainer):
             if method == "exact":
                 return _exact_transform(g.corr, beta)
             return _sampled_transform(as_key(key), g.corr, beta, n_permutations)
-        with single_threaded_blas():
+        with one_blas_thread():
             if method == "exact":
                 t = _exact_transform(g.corr, beta)
             else:
@@ -309,8 +310,9 @@ class LinearExplainer(ShapAPI, RowExplainer):
         return mean, cov, names, dtype, not is_traced(x)
 
     @property
-    def expected_value(self) -> jax.Array:
-        return self._expected[0] if self._single else self._expected
+    def expected_value(self) -> Any:
+        """The base value ``f(E[x])``: NumPy outside traced code, a scalar for one output."""
+        return to_host(self._expected[0] if self._single else self._expected)
 
     # --- the shared runtime's contract (see jaxshap._engine._rows) ---------------------------
     def _align(self, X: Any) -> Any:

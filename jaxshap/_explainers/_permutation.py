@@ -8,7 +8,7 @@ import jax
 
 from .._core._chunking import chunk_bytes, map_chunks
 from .._core._validate import DEFAULT_MEMORY_BUDGET
-from .._engine._explainer import CoalitionExplainer
+from .._engine._explainer import ModelAgnosticExplainer
 from .._core._inputs import check_walks
 from .._estimators._kernel import third_order_ridge
 from .._estimators._permutation import permutation_shapley, permutation_walks
@@ -22,7 +22,7 @@ row) from which ``control_variates="auto"`` fits the controls for a JAX model: b
 model or background) the fit costs more time than doubling the walks, which saves as much error."""
 
 
-class PermutationExplainer(CoalitionExplainer):
+class PermutationExplainer(ModelAgnosticExplainer):
     r"""Shapley values estimated from sampled permutations, walked forward and reversed.
 
     Each walk adds the features of a random permutation one at a time and credits each with
@@ -59,12 +59,12 @@ class PermutationExplainer(CoalitionExplainer):
         background the fit costs more than doubling the walks would), ``False`` turns it off.
       feature_names: optional feature names.
       memory_budget: bytes of working memory one chunk of model evaluations may use (default
-        512 MiB); memory grows with the chunk, not with the rows (see :class:`CoalitionExplainer`).
+        512 MiB); memory grows with the chunk, not with the rows (see :class:`ModelAgnosticExplainer`).
       link: ``"identity"`` or ``"logit"`` (explain the log-odds of a probability output, as
-        shap's ``link``; see :class:`jaxshap._engine._explainer.CoalitionExplainer`).
+        shap's ``link``; see :class:`jaxshap._engine._explainer.ModelAgnosticExplainer`).
       groups, causal_ordering, confounding, asymmetric: groups of columns as the players, causal
         and asymmetric Shapley values (shapr's arguments; see
-        :class:`jaxshap._engine._explainer.CoalitionExplainer`); for asymmetric values the
+        :class:`jaxshap._engine._explainer.ModelAgnosticExplainer`); for asymmetric values the
         orders are consistent with the causal ordering and each is walked with its partner that
         reverses every component in place (:meth:`jaxshap.maskers.Masker.antithetic_ranks`).
 

@@ -13,6 +13,8 @@ from typing import Any
 
 import jax
 
+from ._config import cache_dir
+
 
 def enable_compilation_cache(path: Any = None, *, min_compile_seconds: float = 0.0) -> str:
     """Turn on JAX's persistent compilation cache for this process, and return its folder.
@@ -33,7 +35,7 @@ def enable_compilation_cache(path: Any = None, *, min_compile_seconds: float = 0
     if isinstance(min_compile_seconds, bool) or not isinstance(min_compile_seconds, (int, float)) or min_compile_seconds < 0:
         raise ValueError(f"`min_compile_seconds` must be a number of seconds >= 0; got {min_compile_seconds!r}.")
     if path is None:
-        path = os.environ.get("JAXSHAP_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "jaxshap", "xla")
+        path = cache_dir()
     path = os.path.abspath(os.fspath(path))
     os.makedirs(path, exist_ok=True)
     jax.config.update("jax_compilation_cache_dir", path)

@@ -1,12 +1,19 @@
 """One LAPACK call at a time: ordering independent factorisations by a data dependency.
 
-On a CPU, jaxlib 0.10 runs a batched LAPACK custom call (Cholesky, triangular solve,
-symmetric eigensolver, ...) by splitting its batch over XLA's intra-op thread pool
-(``jax::ParallelBatchMap``) and blocking the pool thread that runs the call until the parts
-are done. XLA runs the independent operations of one program side by side, so two batched
-calls that no data dependency orders can each hold a pool thread while they wait for parts
-queued behind the other; on a pool of two threads (a 2-core machine) the program then hangs
-with every thread idle.
+A workaround for jaxlib 0.10 on a CPU, needed for correctness (without it a program can hang
+forever). jaxlib 0.10.x runs a batched LAPACK custom call (Cholesky, triangular solve, symmetric
+eigensolver, ...) by splitting its batch over XLA's intra-op thread pool
+(``jax::ParallelBatchMap`` in ``jaxlib/cpu/lapack_kernels.cc``) and blocking the pool thread that
+runs the call until the parts are done. XLA runs the independent operations of one program side
+by side, so two batched calls that no data dependency orders can each hold a pool thread while
+they wait for parts queued behind the other; on a pool of two threads (a 2-core machine) the
+program then hangs with every thread idle. Upstream: this batch-splitting path is the one of
+jax-ml/jax#39292 (batched ``eigh`` oversubscribing OpenBLAS, open) and jax-ml/jax#39383, whose
+description says open-source builds of later jaxlib releases run the parts serially (not checked
+here); no upstream report of the hang itself was found. On jax 0.10.2 two independent batched
+Cholesky factorisations in one ``jax.jit`` still hang a two-thread pool (``tests/test_lapack_order.py``
+runs that program with and without :func:`after`). Remove this module once the package requires
+a jaxlib whose test passes without it.
 
 :func:`after` makes a value depend on others by adding a zero computed from them. The
 dependency has to be arithmetic: ``jax.lax.optimization_barrier`` does not survive XLA's CPU

@@ -80,7 +80,7 @@ class Explanation:
         asked for (``interactions=True``), else ``None``: symmetric, the diagonal holds the main
         effects and each pair's interaction is split evenly between ``[i, j]`` and ``[j, i]``,
         so for the efficient indices (shap's SHAP interaction values, k-SII, STII, FSII) the
-        rows sum to ``values``.
+        rows sum to ``values``; ``[n] + [M] * k (+ [K])`` for ``interactions=k``.
       display_data: ``[n, M]`` NumPy values shown in plots in place of ``data`` (category names,
         unscaled values), or ``None``; static metadata, set it as in shap
         (``expl.display_data = X_display.values``); indexing keeps it aligned with ``data``.

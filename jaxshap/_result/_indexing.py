@@ -93,14 +93,15 @@ def _axis_picks(expl: Any, index: Any) -> dict[str, Any]:
 
 
 def _pick_interactions(expl: Any, picks: dict[str, Any]) -> Any:
-    """``interaction_values [n, M, M(, K)]`` under a pick: rows and outputs follow; a feature
-    pick drops them."""
+    """``interaction_values [n, M, M(, K)]`` (``[n] + [M] * k (+ [K])`` at order ``k``) under a pick:
+    rows and outputs follow; a feature pick drops them."""
     extra = getattr(expl, "_interaction_values", None)
     if extra is None or (FEATURES in picks and not (isinstance(picks[FEATURES], slice) and picks[FEATURES] == slice(None))):
         return None
     lead = (ROWS,) if ROWS in expl._axes else ()
     tail = (OUTPUTS,) if OUTPUTS in expl._axes else ()
-    return take(extra, lead + ("f1", "f2") + tail, {a: picks[a] for a in lead + tail if a in picks})
+    features = tuple(f"f{i}" for i in range(np.ndim(extra) - len(lead) - len(tail)))  # 2, or k for order k
+    return take(extra, lead + features + tail, {a: picks[a] for a in lead + tail if a in picks})
 
 
 def select(expl: Any, index: Any) -> Any:

@@ -44,7 +44,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._coalitions._combinatorics import all_codes_bits
+from .._coalitions._combinatorics import all_codes_bits, subset_sums
 from ._decomposition_low import add_low_order, low_order_tables
 from ._paths import Paths, follows_host, host_slots, pattern, slot_follows
 from ._routing import Router
@@ -82,23 +82,13 @@ class DecompositionTables:
         return len(self.sets) * self.n_outputs
 
 
-def _superset_sums(hist: np.ndarray, u: int) -> np.ndarray:
-    """``out[..., Q] = sum_{C supseteq Q} hist[..., C]`` over ``u``-bit codes (in place on a copy)."""
-    z = hist.copy()
-    lead = z.shape[:-1]
-    for i in range(u):
-        view = z.reshape(lead + (z.shape[-1] >> (i + 1), 2, 1 << i))
-        view[..., 0, :] += view[..., 1, :]
-    return z
-
-
 def _group_coefficients(g: Paths, background: np.ndarray) -> np.ndarray:
     """``[P, 2**U]``: ``w_l (-1)^{|R|} beta_l(P_l \\ R)`` for each path of a group and subset ``R``."""
     u, size, p = g.n_slots, 2**g.n_slots, g.n_paths
     codes = pattern(follows_host(g, background), np)  # [B, P]
     flat = (np.arange(p)[None, :] * size + codes).reshape(-1)
     hist = np.bincount(flat, minlength=p * size).reshape(p, size) / background.shape[0]
-    beta = _superset_sums(hist, u)  # beta[l, Q]: share of the background following every slot of Q
+    beta = subset_sums(hist, superset=True)  # beta[l, Q]: share of the background following every slot of Q
     full = size - 1
     parity = all_codes_bits(u).sum(1) % 2
     complement = full ^ np.arange(size)
@@ -178,7 +168,7 @@ def build_tables(paths: Paths, background: np.ndarray, max_order: int, dtype, ma
         g, segment, first = _merge_by_feature_set(g)
         coef = _group_coefficients(g, background)
         intercept += np.bincount(g.output, coef[:, 0], minlength=k)
-        parts.append((g, _subset_totals(coef, g.n_slots), segment, first))
+        parts.append((g, subset_sums(coef), segment, first))
     local = [_local_sets(g.subset(first, g.n_slots), max_order) for g, _, _, first in parts]
     sets, ids = _global_sets(local, paths.n_features)
     low, tabled = low_order_tables([(g, z) for g, z, _, _ in parts], sets, paths, router, max_order, dtype, max_bytes)
@@ -200,15 +190,6 @@ def build_tables(paths: Paths, background: np.ndarray, max_order: int, dtype, ma
             "output": jax.device_put(g.output.astype(np.int32)),
         })
     return DecompositionTables(tuple(groups), low, sets, intercept, base, k)
-
-
-def _subset_totals(coef: np.ndarray, u: int) -> np.ndarray:
-    """``Z[l, Q] = sum_{R subseteq Q} coef[l, R]`` (host butterflies)."""
-    z = coef.copy()
-    for i in range(u):
-        view = z.reshape(z.shape[0], z.shape[1] >> (i + 1), 2, 1 << i)
-        view[:, :, 1, :] += view[:, :, 0, :]
-    return z
 
 
 def bytes_per_row(tables: DecompositionTables, itemsize: int) -> int:

@@ -1,121 +1,121 @@
-r"""Interventional TreeSHAP against one background row, leaf by leaf, in closed form.
+r"""Interventional TreeSHAP: each leaf's pair game in closed form, against chunks of background rows.
 
-With background row ``b``, the value of a coalition ``S`` is the tree's output at the hybrid
-row ``(x_S, b_{-S})``. A leaf is reached by the hybrid iff every slot (distinct feature) of
-its path is followed by the row whose value the hybrid takes there. Let ``A`` be the slots
-followed only by ``x``, ``B`` those followed only by ``b``; if some slot is followed by
-neither, the leaf is never reached and contributes nothing. Otherwise the leaf's indicator
-game is ``g(S) = 1[A subseteq S and B cap S = empty]``, in which slots followed by both are
-null players, and its Shapley values are (with ``a = |A|``, ``b = |B|``)
+With background row ``b`` the value of a coalition ``S`` is the tree's output at the hybrid row
+``(x_S, b_{-S})``: a leaf's product game (:mod:`._quadrature`) with ``alpha = a`` (slots the
+explained row follows) and ``beta = c`` (slots ``b`` follows). Its factors
+:math:`f_u(p) = c_u + p (a_u - c_u)` are ``p`` on the slots ``A`` only ``x`` follows, ``1 - p`` on
+the slots ``B`` only ``b`` follows, ``1`` on the shared ones and ``0`` where neither does (the leaf
+is unreachable). So every term is a moment: with :math:`L_t` the index's functional,
+``n_A = |A|``, ``n_B = |B|``, for a set ``T`` of ``t_A`` slots of ``A`` and ``t_B`` of ``B``,
 
 .. math::
 
-    \phi_i = \frac{(a-1)!\, b!}{(a+b)!} \quad (i \in A), \qquad
-    \phi_j = -\frac{a!\, (b-1)!}{(a+b)!} \quad (j \in B), \qquad 0 \text{ otherwise}.
+    I_T = (-1)^{t_B} L_t\big(p^{n_A - t_A} (1 - p)^{n_B - t_B}\big),
 
-(In a random order of the players, ``i in A`` turns the leaf on iff it comes after the rest
-of ``A`` and before all of ``B``; ``j in B`` turns it off iff it comes after all of ``A`` and
-before the rest of ``B``.) Multiplying by the leaf value, summing over leaves and trees and
-averaging over the background rows gives the exact interventional Shapley values, the same
-as enumerating all coalitions with the ``Independent`` masker (Lundberg et al. 2020;
-Janzing et al. 2020). The values depend on ``b`` only through the pattern of slots it follows,
-so for short paths the background is summarised per path by a histogram of its patterns.
+a table lookup (:func:`jaxshap._tree._quadrature.moments`). The Shapley values (``t = 1``) are
+``(n_A - 1)! n_B! / (n_A + n_B)!`` on ``A`` and ``-n_A! (n_B - 1)! / (n_A + n_B)!`` on ``B``
+(Lundberg et al. 2020; Janzing et al. 2020). Averaged over the background rows this is exactly
+``ExactExplainer`` with the ``Independent`` masker.
+
+For a block of paths, a chunk of rows and a chunk of background rows the counts come from one
+batched product of the follow indicators (:math:`n_A = |a| - a \cdot c`, :math:`n_B = |c| - a \cdot c`,
+reached iff :math:`U - |a| - |c| + a \cdot c = 0`), and a reached background row has ``B`` equal to
+the slots ``x`` does not follow, so each slot's sum over background rows is a second batched
+product. Nothing of size rows x background x leaves is held beyond one such chunk.
+
+For short paths the values depend on the background only through the histogram of its follow
+patterns, and are tabulated once per pattern of the explained row (:func:`tables_host`).
 """
 
 from __future__ import annotations
-
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._coalitions._combinatorics import all_codes_bits, shapley_weight
-from .._coalitions._static_cache import static_cache
+from .._coalitions._combinatorics import all_codes_bits, subset_sums
+from ._quadrature import moments, product_terms
 
 
-def _weight_tables(n_slots: int, dtype) -> tuple[np.ndarray, np.ndarray]:
-    """``w_a[a, b] = (a-1)! b! / (a+b)!`` and ``w_b[a, b] = -a! (b-1)! / (a+b)!``."""
-    m = n_slots + 1
-    wa, wb = np.zeros((m, m)), np.zeros((m, m))
-    for a in range(m):
-        for b in range(m - a):
-            if a >= 1:  # (a-1)! b! / (a+b)!: a coalition of a-1 among a+b players
-                wa[a, b] = shapley_weight(a + b, a - 1)
-            if b >= 1:  # a! (b-1)! / (a+b)!
-                wb[a, b] = -shapley_weight(a + b, a)
-    return wa.astype(dtype), wb.astype(dtype)
+def shapley_tables(width: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(wa, wb)`` ``[W + 1, W + 1]``: ``wa[a, b] = (a-1)! b! / (a+b)!`` (0 at ``a = 0``) and
+    ``wb[a, b] = a! (b-1)! / (a+b)!`` (0 at ``b = 0``), float64."""
+    mom = moments("SII", 1, width)[0]
+    wa, wb = np.zeros_like(mom), np.zeros_like(mom)
+    wa[1:, :] = mom[:-1, :]
+    wb[:, 1:] = mom[:, :-1]
+    return wa, wb
 
 
-def pair_shapley(x_follows: jax.Array, b_follows: jax.Array, dtype=jnp.float32) -> jax.Array:
-    """Shapley values ``[U]`` of one leaf's indicator game for one (row, background row) pair.
+def pair_block(fx: jax.Array, fb: jax.Array, wa: jax.Array, wb: jax.Array, weight: jax.Array) -> jax.Array:
+    """``[P, U, r, K]``: a block of paths' Shapley values for a chunk of rows against a chunk of
+    background rows, summed over the background rows with weights (unit leaf values; traced).
 
     Args:
-      x_follows: ``[U]`` booleans, slots of the path that the explained row follows.
-      b_follows: ``[U]`` booleans, slots that the background row follows.
-
-    Returns:
-      ``[U]`` as in the module docstring (multiply by the leaf value).
+      fx: ``[P, U, r]`` booleans, the explained rows follow the slot.
+      fb: ``[P, U, b]`` booleans, the background rows follow the slot.
+      wa, wb: :func:`shapley_tables`.
+      weight: ``[P or 1, r, b, K]`` the weight of each (row, background row) pair, per output
+        (``1 / B``, or a transformed output's rescaling).
     """
-    wa, wb = (jnp.asarray(w) for w in _weight_tables(x_follows.shape[-1], dtype))
-    only_x = x_follows & ~b_follows
-    only_b = b_follows & ~x_follows
-    reach = jnp.all(x_follows | b_follows, axis=-1, keepdims=True)
-    a = jnp.sum(only_x, axis=-1, keepdims=True)
-    b = jnp.sum(only_b, axis=-1, keepdims=True)
-    phi = jnp.where(only_x, wa[a, b], 0.0) + jnp.where(only_b, wb[a, b], 0.0)
-    return jnp.where(reach, phi, 0.0).astype(dtype)
+    dtype = weight.dtype
+    a, c = fx.astype(dtype), fb.astype(dtype)
+    u = a.shape[1]
+    g = jnp.einsum("pur,pub->prb", a, c)
+    na, nc = jnp.sum(a, axis=1)[:, :, None], jnp.sum(c, axis=1)[:, None, :]
+    reach = (u - na - nc + g) == 0
+    n_a = (na - g).astype(jnp.int32)
+    n_b = (nc - g).astype(jnp.int32)
+    cell = n_a * wa.shape[1] + n_b
+    s_a = jnp.where(reach, jnp.take(wa.reshape(-1), cell), 0.0)[..., None] * weight  # [P, r, b, K]
+    s_b = jnp.where(reach, jnp.take(wb.reshape(-1), cell), 0.0)[..., None] * weight
+    only_x = jnp.sum(s_a, axis=2)[:, None] - jnp.einsum("prbk,pub->purk", s_a, c)  # sum over b not following u
+    return jnp.where(fx[..., None], only_x, -jnp.sum(s_b, axis=2)[:, None])
 
 
-@static_cache(16)
-def pattern_table(n_slots: int, dtype) -> np.ndarray:
-    """``[2**U (x pattern), 2**U (b pattern), U]``: the pair values of every pair of patterns.
-
-    The same closed form as :func:`pair_shapley`, tabulated on the host with NumPy.
-    """
-    wa, wb = (np.asarray(w, np.float64) for w in _weight_tables(n_slots, np.float64))
-    bits = all_codes_bits(n_slots)
-    x, b = bits[:, None, :], bits[None, :, :]
-    only_x, only_b = x & ~b, b & ~x
-    a_count = only_x.sum(-1, keepdims=True)
-    b_count = only_b.sum(-1, keepdims=True)
-    reach = np.all(x | b, axis=-1, keepdims=True)
-    phi = np.where(only_x, wa[a_count, b_count], 0.0) + np.where(only_b, wb[a_count, b_count], 0.0)
-    return np.where(reach, phi, 0.0).astype(dtype)
+def pair_terms(fx: jax.Array, fb: jax.Array, nodes: np.ndarray, weights: np.ndarray, orders, weight: jax.Array) -> dict:
+    """``{t: [P, U**t, r]}``: the order-``t`` terms of an index (a :func:`jaxshap._tree._quadrature.rule`)
+    for a block of paths, summed over a chunk of background rows with weights ``[r, b]`` (unit
+    leaf values; traced)."""
+    a = fx.astype(weight.dtype)[..., None]  # [P, U, r, 1]
+    c = fb.astype(weight.dtype)[:, :, None, :]  # [P, U, 1, b]
+    terms = product_terms(a, c, nodes, weights, orders)
+    return {t: jnp.einsum("psrb,rb->psr", v, weight) for t, v in terms.items()}
 
 
-def interventional_tables_host(bg_codes: np.ndarray, n_slots: int, max_chunk_bytes: int = 4 * 2**20) -> np.ndarray:
-    r"""``[P, 2**U, U]``: for each path and x pattern, the mean over background rows of the pair
-    values (NumPy, float64).
+def tables_host(hist: np.ndarray, n_slots: int, max_chunk_bytes: int = 4 * 2**20) -> np.ndarray:
+    r"""``[P, 2**U, U]``: for each path and pattern ``a`` of the explained row (the slots it
+    follows), the (weighted) mean over background rows of the Shapley values (NumPy, float64).
 
     Args:
-      bg_codes: ``[B, P]`` the pattern of slots each background row follows on each path.
+      hist: ``[P, 2**U]`` the share of the background rows that follow each pattern of each
+        path's slots (each row sums to 1).
       n_slots: ``U``.
 
     Only background patterns ``b`` with ``a | b`` full reach the leaf, i.e. ``b = ~a | c`` with
     ``c subseteq a``; then ``A = a & ~b`` has ``|a| - |c|`` slots and ``B = ~a`` has ``U - |a|``,
-    so the pair values depend on ``b`` only through ``|b|`` (and, for ``u in a``, whether
-    ``u in b``). With the background's pattern shares ``h`` and the ranked superset sums
+    so the values depend on ``b`` only through ``|b|`` (and, for ``u in a``, whether ``u in b``).
+    With the background's pattern shares ``h`` and the ranked superset sums
     ``Z_j[x] = sum_{b supseteq x, |b| = j} h[b]`` (one zeta transform per rank ``j``):
 
     .. math::
 
-        T[a, u] = \sum_k w_b(|a| - k, U - |a|)\, Z_{U-|a|+k}[\bar a] \quad (u \notin a), \qquad
+        T[a, u] = -\sum_k w_b(|a| - k, U - |a|)\, Z_{U-|a|+k}[\bar a] \quad (u \notin a), \qquad
         T[a, u] = \sum_k w_a(|a| - k, U - |a|)\,
                   \big(Z_{U-|a|+k}[\bar a] - Z_{U-|a|+k}[\bar a \cup \{u\}]\big) \quad (u \in a),
 
     in ``O(U^2 2^U)`` per path, whatever the number of background rows.
     """
-    n_bg, p = bg_codes.shape
+    p = hist.shape[0]
     u = n_slots
     size = 2**u
-    wa, wb = _weight_tables(u, np.float64)
+    wa, wb = shapley_tables(u)
+    wb = -wb
     codes = np.arange(size)
     in_a = all_codes_bits(u)  # [2**U, U]
     pc = in_a.sum(1)
     nota = (size - 1) ^ codes
     bits = 1 << np.arange(u)
-    flat = np.arange(p)[None, :] * size + bg_codes
-    hist = np.bincount(flat.reshape(-1), minlength=p * size).reshape(p, size) / n_bg
     out = np.empty((p, size, u))
     chunk = max(1, max_chunk_bytes // (8 * (u + 1) * size * (u + 2)))
     for start in range(0, p, chunk):
@@ -123,9 +123,7 @@ def interventional_tables_host(bg_codes: np.ndarray, n_slots: int, max_chunk_byt
         c = h.shape[0]
         z = np.zeros((c, u + 1, size))
         z[:, pc, codes] = h
-        for i in range(u):  # superset sums, one bit at a time
-            view = z.reshape(c, u + 1, size >> (i + 1), 2, 1 << i)
-            view[:, :, :, 0, :] += view[:, :, :, 1, :]
+        z = subset_sums(z, superset=True)
         z = z.reshape(c, (u + 1) * size)
         s_a = np.zeros((c, size))
         s_b = np.zeros((c, size))

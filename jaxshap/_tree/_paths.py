@@ -309,11 +309,6 @@ def host_slots(paths: Paths, dtype) -> dict:
     return host
 
 
-def slot_arrays(paths: Paths, dtype) -> dict:
-    """The slot tests as JAX arrays in the compute dtype (bounds rounded down to it)."""
-    return {name: jax.device_put(a) for name, a in host_slots(paths, dtype).items()}
-
-
 def _category_follows(words, invalid_ok, v, xp):
     """Set membership of category codes ``v`` (NaN already handled) in ``words [..., W]``."""
     n_bits = 32 * words.shape[-1]
@@ -343,13 +338,15 @@ def slot_follows(slots: dict, v, xp):
     return xp.where(nan, slots["nan_ok"], xp.where(zero, slots["zero_ok"], inside))
 
 
-def follows(slots: dict, x: jax.Array) -> jax.Array:
-    """``[P, U]`` booleans: whether row ``x`` ``[M]`` follows each path through each slot (traced)."""
-    return slot_follows(slots, x[slots["feature"]], jnp)
+def follows(slots: dict, xt: jax.Array) -> jax.Array:
+    """``[P, U, r]`` booleans: whether the rows ``xt`` ``[M, r]`` (rows along the minor axis)
+    follow each path ``[P, U]`` of the slot tests ``slots`` (:func:`host_slots` on the device) through each slot (traced)."""
+    tests = {k: (v[..., None, :] if k == "cat_words" else v[..., None]) for k, v in slots.items() if k != "feature"}
+    return slot_follows(tests, xt[slots["feature"]], jnp)
 
 
 def follows_host(paths: Paths, X: np.ndarray) -> np.ndarray:
-    """:func:`follows` in NumPy for many rows: ``[n, P, U]``, bounds rounded to ``X``'s dtype."""
+    """The slot tests in NumPy for many rows: ``[n, P, U]``, bounds rounded to ``X``'s dtype."""
     return slot_follows(host_slots(paths, X.dtype), X[:, paths.feature], np)
 
 

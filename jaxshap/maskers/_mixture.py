@@ -13,7 +13,7 @@ from .._algebra._covariance import standardize
 from .._algebra._gaussian import coalition_factor, marginal_log_density
 from .._core._inputs import as_key, as_matrix, check_finite, column_names
 from .._core._validate import choice, integer, number
-from .._platform._threads import single_threaded_blas
+from .._platform._threads import one_blas_thread
 from ._gaussian import DEFAULT_SAMPLES
 from ._mixture_em import bayesian_information_criterion, fit_mixture
 from ._sampled import ConditionalSampler
@@ -297,7 +297,7 @@ def _best_of(key, x, k, n_init, max_iter, tol, reg_covar, init):
 
 def _fit64(key, x, k, max_iter, tol, reg_covar, init):
     """EM in float64 on the host (one BLAS thread, as the library's other host algebra)."""
-    with jax.enable_x64(True), single_threaded_blas():
+    with jax.enable_x64(True), one_blas_thread():
         fit = fit_mixture(key, jnp.asarray(np.asarray(x, np.float64)), k, max_iter, tol, reg_covar, init)
         return jax.tree_util.tree_map(np.asarray, fit)
 

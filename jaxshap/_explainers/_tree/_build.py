@@ -1,13 +1,16 @@
-"""Building TreeExplainer's kernels: the model's paths, their router, tables and base value.
+"""Building TreeExplainer's kernels: the model's paths, their router, path blocks and base value.
 
 A *build* is everything one choice of trees (``tree_limit``) and kind (exact or Saabas) needs:
 the ensemble cut to those rounds is decomposed into root-to-leaf paths
 (:func:`jaxshap._tree._paths.decompose`), a :class:`~jaxshap._tree._routing.Router` turns path
 bounds and rows into ranks among the thresholds, and the paths are grouped by their number of
-distinct features ``U``. A group is tabulated (``2**U`` patterns per path, for ``U <=``
-:data:`MAX_TABLE_SLOTS` and within half of ``memory_budget``) or evaluated directly per row;
-for the interventional game the background enters a table only through a histogram of its own
-patterns. Builds are cached per ``(rounds, approximate)``.
+distinct features ``U`` (at most :data:`MAX_GROUPS` groups, widths chosen to minimise the padded
+work) and cut into blocks (see :mod:`._kernels`). Path-dependent groups hold the quadrature
+factors of :mod:`jaxshap._tree._path_dependent`; interventional groups of short paths hold the
+values of every pattern of followed slots (``2**U`` rows per path, for ``U <=``
+:data:`MAX_TABLE_SLOTS` and within half of ``memory_budget``), built from the background's
+pattern histogram; longer paths meet the background in chunks. Builds are cached per
+``(rounds, approximate)``.
 """
 
 from __future__ import annotations
@@ -20,18 +23,28 @@ import numpy as np
 
 from ..._core._validate import DEFAULT_MEMORY_BUDGET, integer
 from ..._tree._ensemble import TreeEnsemble
-from ..._tree._interventional import interventional_tables_host
-from ..._tree._path_dependent import expected_value, path_tables_host
-from ..._tree._paths import Paths, decompose, follows_host, pattern, slot_arrays
+from ..._tree._interventional import shapley_tables, tables_host
+from ..._tree._path_dependent import shapley_arrays
+from ..._tree._paths import Paths, decompose, follows_host, host_slots, pattern
+from ..._tree._quadrature import expected_value, rule
 from ..._tree._routing import Router
-from ._kernels import TreeRows
+from ._kernels import CPU_CHUNK_ROWS, TreeRows, pad_blocks, plan_block
 
 MAX_TABLE_SLOTS = 10
-"""Groups of paths with at most this many distinct features are tabulated (``2**U`` rows per path)."""
+"""Interventional groups of paths with at most this many distinct features are tabulated (``2**U`` rows per path)."""
 
-GROUP_WIDTHS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
-"""Paths are grouped by their number of distinct features ``U`` (a table has ``2**U`` rows per
-path, so padding would double its size); longer paths form one group evaluated directly."""
+MAX_GROUPS = 3
+"""Paths are grouped by their number of distinct features into at most this many groups (one loop each)."""
+
+BLOCK_ELEMENTS = 2**20
+"""Elements of a path block's largest temporary (4 MiB in float32: it stays in cache on a CPU)."""
+
+BACKGROUND_CHUNK = 128
+"""Background rows per chunk of the interventional pair kernel."""
+
+SLOT_FILL = {"feature": 0, "lower": -np.inf, "upper": np.inf, "nan_ok": True, "zero_missing": False, "zero_ok": True,
+             "cat": False, "cat_words": 0xFFFFFFFF, "cat_invalid_ok": True, "z": 1.0}
+"""A padding path's slots: always followed, null players (its value is 0)."""
 
 
 def put(a, dtype) -> jax.Array:
@@ -39,34 +52,82 @@ def put(a, dtype) -> jax.Array:
     return jax.device_put(np.asarray(a, dtype))
 
 
+def rows_per_chunk() -> int:
+    """Rows per chunk the path blocks are sized for: :data:`CPU_CHUNK_ROWS` on a CPU, more elsewhere."""
+    return CPU_CHUNK_ROWS if jax.default_backend() == "cpu" else 4 * CPU_CHUNK_ROWS
+
+
+def width_groups(lengths: np.ndarray, cost, max_groups: int = MAX_GROUPS) -> list[tuple[int, int]]:
+    """``[(lo, hi)]``: groups of paths with ``lo < length <= hi``, at most ``max_groups``, chosen to
+    minimise ``sum cost(paths in group, hi)`` (dynamic programming over the distinct lengths);
+    each further group must save a tenth of the work to be kept."""
+    widths = np.unique(lengths[lengths > 0])
+    if widths.size == 0:
+        return []
+    counts = np.array([(lengths == w).sum() for w in widths])
+    n = widths.size
+    prefix = np.concatenate([[0], np.cumsum(counts)])
+    span = lambda i, j: cost(prefix[j + 1] - prefix[i], int(widths[j]))  # noqa: E731  paths i..j padded to widths[j]
+    best = {(0, j): (span(0, j), [(0, j)]) for j in range(n)}
+    for g in range(1, max_groups):
+        for j in range(n):
+            options = [(best[(g - 1, i)][0] + span(i + 1, j), best[(g - 1, i)][1] + [(i + 1, j)])
+                       for i in range(j) if (g - 1, i) in best]
+            if options:
+                best[(g, j)] = min(options, key=lambda o: o[0])
+    chosen = best[(0, n - 1)]
+    for g in range(1, max_groups):
+        if (g, n - 1) in best and best[(g, n - 1)][0] < 0.9 * chosen[0]:
+            chosen = best[(g, n - 1)]
+    return [(0 if i == 0 else int(widths[i - 1]), int(widths[j])) for i, j in chosen[1]]
+
+
+def groups_of(paths: Paths, cost) -> list[Paths]:
+    """The paths cut into the groups of :func:`width_groups` (slots cut to each group's width)."""
+    out = []
+    for lo, hi in width_groups(paths.length, cost):
+        keep = (paths.length > lo) & (paths.length <= hi)
+        if keep.any():
+            out.append(paths.subset(keep, hi))
+    return out
+
+
+def path_cost(n: int, width: int) -> float:
+    """Work of ``n`` paths of ``width`` slots in the path-dependent kernel (products at ``ceil(U/2)`` nodes)."""
+    return n * width * ((width + 1) // 2 + 2)
+
+
 @dataclasses.dataclass
 class Build:
-    """Everything one (tree limit, kind) needs: the router, the groups of paths and the base."""
+    """Everything one (tree limit, kind) needs: the router, the groups of path blocks and the base."""
 
     ensemble: TreeEnsemble
     router: Router
     groups: list
-    tabled: list
     base: np.ndarray  # [K] float64 (raw base for transformed outputs)
     fb: np.ndarray | None = None  # [B, K] background margins (transformed outputs)
     paths: Any = None  # the routed paths (for interaction values)
     background: np.ndarray | None = None  # the routed background rows (interventional)
+    chunks: Any = None  # the background in chunks, on the device (interventional)
+    weights: np.ndarray | None = None  # [B] the background rows' weights (interventional)
 
 
-def cover_from_data(e: TreeEnsemble, X: np.ndarray) -> TreeEnsemble:
-    """The ensemble with each node's cover replaced by the number of rows of ``X`` (already
-    prepared) that pass through it, counted for all trees at once, one level per step."""
+def cover_from_data(e: TreeEnsemble, X: np.ndarray, weights: np.ndarray | None = None) -> TreeEnsemble:
+    """The ensemble with each node's cover replaced by the number (or the total ``weights``) of
+    rows of ``X`` (already prepared) that pass through it, counted for all trees at once, one
+    level per step."""
     t, n = e.feature.shape
     rows = np.arange(X.shape[0])[:, None]
     node = np.zeros((X.shape[0], t), dtype=np.int64)
     trees = np.arange(t)[None, :]
-    counts = np.bincount((trees * n + node).reshape(-1), minlength=t * n).astype(np.float64)
+    w = np.broadcast_to((np.ones(X.shape[0]) if weights is None else weights)[:, None], node.shape)
+    counts = np.bincount((trees * n + node).reshape(-1), w.reshape(-1), minlength=t * n)
     while True:
         node, inner = e.descend(X, rows, trees, node)
         if not inner.any():
             break
         flat = (trees * n + node)[inner]
-        counts += np.bincount(flat, minlength=t * n)
+        counts += np.bincount(flat, w[inner], minlength=t * n)
     return dataclasses.replace(e, cover=counts.reshape(t, n))
 
 
@@ -84,6 +145,31 @@ def routed_paths(e: TreeEnsemble, memory_budget: int, approximate: bool) -> tupl
     return paths, router
 
 
+def background_chunks(codes: np.ndarray, weights: np.ndarray, fb: np.ndarray | None, dtype,
+                      size: int = BACKGROUND_CHUNK) -> tuple:
+    """The routed background rows as chunks ``([C, b, M] codes, [C, b] weights, [C, b, K]
+    margins or None)`` of ``size`` rows, on the device; the last chunk is padded with weight 0."""
+    n = codes.shape[0]
+    b = min(n, size)
+    c = -(-n // b)
+    pad = c * b - n
+    idx = np.concatenate([np.arange(n), np.zeros(pad, np.int64)])
+    weight = np.concatenate([weights, np.zeros(pad)])
+    margins = None if fb is None else put(fb[idx].reshape(c, b, -1), dtype)
+    return put(codes[idx].reshape(c, b, -1), dtype), put(weight.reshape(c, b), dtype), margins
+
+
+def block_arrays(g: Paths, dtype, extra: dict, per_path: int, memory_budget: int) -> dict:
+    """One group's blocks on the device: slot tests, scatter index, value, output and ``extra``;
+    a block's largest temporary (``per_path`` elements a path) is at most :data:`BLOCK_ELEMENTS`
+    elements and a quarter of ``memory_budget``."""
+    k = g.n_outputs
+    arrays = {"slots": host_slots(g, dtype), "index": (g.feature * k + g.output[:, None]).astype(np.uint32),
+              "value": np.asarray(g.value, dtype), "output": g.output.astype(np.int32), **extra}
+    block = plan_block(g.n_paths, per_path, min(BLOCK_ELEMENTS, memory_budget // (4 * np.dtype(dtype).itemsize)))
+    return jax.tree_util.tree_map(jax.device_put, pad_blocks(arrays, g.n_paths, block, SLOT_FILL))
+
+
 class TreeBuilder:
     """The builds of one explainer (see the module docstring), cached per ``(rounds, approximate)``.
 
@@ -95,12 +181,18 @@ class TreeBuilder:
       n_outputs: outputs of the explained output (two for a doubled binary ``predict_proba``).
       dtype: compute dtype.
       memory_budget: bytes.
+      background_weights: ``[B]`` weights of the background rows summing to 1 (``None``: ``1 / B``).
     """
 
-    def __init__(self, ensemble, background_rows, interventional, transform, n_outputs, dtype, memory_budget):
+    def __init__(self, ensemble, background_rows, interventional, transform, n_outputs, dtype, memory_budget,
+                 background_weights=None):
         self.ensemble, self.background_rows = ensemble, background_rows
+        if background_rows is not None and background_weights is None:
+            background_weights = np.full(background_rows.shape[0], 1.0 / background_rows.shape[0])
+        self.background_weights = background_weights
         self.interventional, self.transform = interventional, transform
         self.n_outputs, self.dtype, self.memory_budget = n_outputs, dtype, memory_budget
+        self.rows = rows_per_chunk()
         self.builds: dict = {}
 
     def rounds(self, tree_limit: Any) -> int | None:
@@ -123,77 +215,103 @@ class TreeBuilder:
     def _build(self, rounds: int | None, approximate: bool) -> Build:
         e = self.ensemble.first_rounds(rounds)
         paths, router = routed_paths(e, self.memory_budget, approximate)
-        k = paths.n_outputs
         transformed = self.transform != "identity"
-        background = None
+        background = chunks = fb = None
         if not self.interventional or approximate:
             base = expected_value(paths.zero_fraction, paths.value, paths.output, paths.base)
         else:
             background = router.encode(self.background_rows, np.float32)
-            stump = paths.length == 0  # single-leaf trees: every row reaches the leaf
-            base = paths.base + np.bincount(paths.output[stump], paths.value[stump], minlength=k)
-        table_budget = self.memory_budget // 2
-        groups, group_tabled = [], []
-        for _, g in paths.by_width(GROUP_WIDTHS):
-            table_bytes = g.n_paths * 2**g.n_slots * g.n_slots * self.dtype.itemsize
-            tabled = g.n_slots <= MAX_TABLE_SLOTS and table_bytes <= table_budget and not approximate and not transformed
-            if tabled:
-                table_budget -= table_bytes
-            params, reached = self._group_params(g, background, tabled, approximate, transformed)
-            if reached is not None and not transformed:
-                base = base + np.bincount(g.output, g.value * np.asarray(reached, np.float64), minlength=k)
-            groups.append(params)
-            group_tabled.append(tabled)
-        fb = e.predict(self.background_rows) if transformed else None
-        return Build(e, router, groups, group_tabled, np.asarray(base, np.float64), fb, paths, background)
-
-    def _group_params(self, g: Paths, background, tabled: bool, approximate: bool, transformed: bool):
-        """Arrays one group of paths needs: slot tests, scatter index, and a table or the inputs
-        of the direct evaluation; with the background's reach share ``[P]`` when interventional."""
-        u, k = g.n_slots, g.n_outputs
-        value = put(g.value, self.dtype)
-        params = {"slots": slot_arrays(g, self.dtype), "index": put(g.feature * k + g.output[:, None], np.int32)}
+            fb = e.predict(self.background_rows)
+            base = self.background_weights @ fb
+            if transformed:  # the kernels add the paths' leaves to the raw constant (single-leaf trees included)
+                stump = paths.length == 0
+                base = paths.base + np.bincount(paths.output[stump], paths.value[stump], minlength=paths.n_outputs)
+            chunks = background_chunks(background, self.background_weights, fb if transformed else None, self.dtype)
         if approximate:
-            params["saabas"] = put(g.saabas, self.dtype)
-            return params, None
-        if background is None:
-            if tabled:
-                params["table"] = put(path_tables_host(g.zero_fraction) * g.value[:, None, None], self.dtype)
-            else:
-                params.update(zero_fraction=put(g.zero_fraction, self.dtype), value=value)
-            return params, None
-        step = max(1, self.memory_budget // max(1, 16 * g.n_paths * u))  # background rows per host chunk
-        parts = [follows_host(g, background[i : i + step]) for i in range(0, background.shape[0], step)]
-        reached = sum(f.all(axis=-1).sum(axis=0) for f in parts) / background.shape[0]
-        if tabled:
-            codes = np.concatenate([pattern(f, np) for f in parts])
-            params["table"] = put(interventional_tables_host(codes, u) * g.value[:, None, None], self.dtype)
+            groups = [self._saabas(g) for g in groups_of(paths, lambda n, w: n * w)]
+        elif background is None:
+            groups = [self._path_dependent(g) for g in groups_of(paths, path_cost)]
         else:
-            params.update(background=jax.device_put(np.concatenate(parts)), value=value)
-            if transformed:
-                params["output"] = put(g.output, np.int32)
-        return params, reached
+            groups = self._interventional(paths, background, transformed)
+        return Build(e, router, groups, np.asarray(base, np.float64), fb if transformed else None, paths, background,
+                     chunks, self.background_weights)
+
+    def _saabas(self, g: Paths) -> dict:
+        return {"blocks": block_arrays(g, self.dtype, {"saabas": np.asarray(g.saabas, self.dtype)},
+                                       g.n_slots * self.rows, self.memory_budget)}
+
+    def _path_dependent(self, g: Paths) -> dict:
+        host = shapley_arrays(g.zero_fraction, g.value)
+        extra = {name: np.asarray(a, self.dtype) for name, a in host.items()}
+        extra["zpos"] = host["zpos"]
+        extra["z"] = np.asarray(g.zero_fraction, self.dtype)
+        nodes = host["vw"].shape[1]
+        return {"blocks": block_arrays(g, self.dtype, extra, (g.n_slots + 1) * nodes * self.rows, self.memory_budget)}
+
+    def _interventional(self, paths: Paths, background: np.ndarray, transformed: bool) -> list:
+        """Tabulated groups of short paths (raw output, within half the budget) and pair groups."""
+        itemsize = np.dtype(self.dtype).itemsize
+        tabled = np.zeros(paths.n_paths, bool)
+        if not transformed:  # the shortest paths first, as many as half the budget holds
+            short = np.flatnonzero((paths.length <= MAX_TABLE_SLOTS) & (paths.length > 0))
+            short = short[np.argsort(paths.length[short], kind="stable")]
+            cost = np.cumsum(2.0 ** paths.length[short] * paths.length[short] * itemsize)
+            tabled[short[cost <= self.memory_budget // 2]] = True
+        groups = []
+        for g in groups_of(paths.subset(tabled, paths.n_slots), lambda n, w: n * 2**w * w):
+            table = tables_host(self._pattern_shares(g, background), g.n_slots) * g.value[:, None, None]
+            groups.append({"blocks": block_arrays(g, self.dtype, {"table": np.asarray(table, self.dtype)},
+                                                  g.n_slots * self.rows, self.memory_budget)})
+        rest = paths.subset(~tabled, paths.n_slots)
+        b = min(background.shape[0], BACKGROUND_CHUNK)
+        for g in groups_of(rest, lambda n, w: n * w):
+            wa, wb = shapley_tables(g.n_slots)
+            per_path = self.rows * b * (self.n_outputs + 2)  # the [paths, rows, background, K] pair weights
+            blocks = block_arrays(g, self.dtype, {}, per_path, self.memory_budget)
+            groups.append({"blocks": blocks, "wa": put(wa, self.dtype), "wb": put(wb, self.dtype)})
+        return groups
+
+    def _pattern_shares(self, g: Paths, background: np.ndarray) -> np.ndarray:
+        """``[P, 2**U]``: the weighted share of the background rows that follow each pattern of
+        each path's slots, counted in chunks of background rows (no ``[B, P, U]`` array)."""
+        size = 2**g.n_slots
+        shares = np.zeros(g.n_paths * size)
+        step = max(1, self.memory_budget // max(1, 16 * g.n_paths * g.n_slots))
+        offset = np.arange(g.n_paths)[None, :] * size
+        for i in range(0, background.shape[0], step):
+            codes = pattern(follows_host(g, background[i : i + step]), np)  # [b, P]
+            w = np.broadcast_to(self.background_weights[i : i + step, None], codes.shape)
+            shares += np.bincount((offset + codes).reshape(-1), w.reshape(-1), minlength=shares.size)
+        return shares.reshape(g.n_paths, size)
+
+    def interaction_groups(self, build: Build, index: str, order: int) -> tuple:
+        """``(groups, rule, rows per chunk, background chunks)`` for an index's terms of orders
+        ``1..order``: path blocks, rows and background rows sized for ``[paths, U**t, nodes, rows,
+        background]`` temporaries of about :data:`BLOCK_ELEMENTS` elements."""
+        paths = build.paths
+        nodes, weights = rule(index, order, max(1, paths.n_slots))
+        each = max(1, paths.n_slots) ** order * nodes.size
+        pairs = build.background is not None
+        b = 1 if not pairs else max(1, min(build.background.shape[0], 32, BLOCK_ELEMENTS // each))
+        rows = max(1, min(self.rows, BLOCK_ELEMENTS // (each * b)))
+        groups = []
+        for g in groups_of(paths, lambda n, w: n * w**order):
+            extra = {} if pairs else {"z": np.asarray(g.zero_fraction, self.dtype)}
+            per_path = g.n_slots**order * nodes.size * rows * b
+            groups.append({"blocks": block_arrays(g, self.dtype, extra, per_path, self.memory_budget)})
+        chunks = background_chunks(build.background, self.background_weights, None, self.dtype, b) if pairs else None
+        return groups, (put(nodes, self.dtype), put(weights, self.dtype)), rows, chunks
 
     def bytes_per_row(self, build: Build) -> int:
-        """Working memory of one explained row in a build's kernels."""
-        per_row = 8 * self.ensemble.n_features * self.n_outputs
-        for params, tabled in zip(build.groups, build.tabled):
-            p, u = params["index"].shape
-            if "saabas" in params:
-                per_row += p * u * 3 * self.dtype.itemsize
-            elif self.transform != "identity":
-                k = self.ensemble.n_outputs
-                per_row += p * u * 8 * k * self.dtype.itemsize + 64 * self.background_rows.shape[0] * 2**k
-            else:
-                per_row += p * u * (16 if tabled else 8 * (u + 2)) * self.dtype.itemsize // 4
-        return max(int(per_row), 1)
+        """Working memory of one explained row in a build's kernels (its accumulator and a block's share)."""
+        itemsize = np.dtype(self.dtype).itemsize
+        return int(itemsize * (self.ensemble.n_features * self.n_outputs + BLOCK_ELEMENTS // self.rows))
 
     def runner(self, build: Build, approximate: bool) -> TreeRows:
         """The build's kernels as a :class:`TreeRows` (made per call: cheap, and always current
         with the build's base value)."""
         transform = "identity" if approximate else self.transform
-        fb = None if transform == "identity" else put(build.fb, self.dtype)
         return TreeRows(
-            build.groups, self.ensemble.n_features, build.ensemble.n_outputs, put(build.base, self.dtype), fb,
-            transform, self.bytes_per_row(build), self.memory_budget,
+            build.groups, self.ensemble.n_features, build.ensemble.n_outputs, put(build.base, self.dtype),
+            None if approximate else build.chunks, transform, self.bytes_per_row(build), self.memory_budget, self.rows,
         )

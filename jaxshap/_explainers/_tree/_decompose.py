@@ -41,6 +41,12 @@ def _check(explainer: Any, max_order: Any) -> int | None:
             "decompose() is the interventional decomposition: pass background rows `data` [B, M] to "
             "TreeExplainer (feature_perturbation='interventional' or 'auto')."
         )
+    weights = getattr(explainer, "_background_weights", None)
+    if weights is not None and not np.allclose(weights, weights[0]):
+        raise ValueError(
+            "decompose() averages over the background rows equally; `data` is a weighted summary. Pass the rows "
+            "themselves (or jaxshap.maskers.Independent(rows, max_samples=None))."
+        )
     if explainer._output.transform != "identity" or explainer._output.doubled:
         raise ValueError(
             f"decompose() decomposes the raw output (model_output='raw'); got model_output={explainer.model_output!r}."

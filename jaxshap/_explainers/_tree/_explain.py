@@ -5,8 +5,9 @@ on the host as the model's library reads them (:func:`jaxshap._tree._rows.host_r
 to its precision, routed to ranks (:meth:`jaxshap._tree._routing.Router.encode`), explained by
 the build's compiled kernels on the shared runtime (:class:`._kernels.TreeRows`), checked
 against the model's own output (the reader's :meth:`~jaxshap._tree._reader.TreeReader.raw_output`)
-and wrapped in an :class:`~jaxshap.Explanation`. SHAP interaction values go through
-:mod:`jaxshap._tree._interactions`.
+and wrapped in an :class:`~jaxshap.Explanation`. Interaction values of any order and index run the
+same path blocks with the quadrature terms of :mod:`jaxshap._tree._quadrature`
+(:func:`._kernels.interaction_rows`), assembled as :func:`jaxshap._estimators._interactions.interaction_tensor`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
@@ -22,12 +24,16 @@ from ..._core._progress import ProgressBar, wants_progress
 from ..._core._sharding import row_mesh
 from ..._core._streaming import check_batch_size, is_single_batch, total_rows
 from ..._engine._explainer import drop_output_axis
-from ..._engine._shap_api import interactions_as_values
+from ..._engine._shap_api import as_host64, interactions_as_values, precision
+from ..._estimators._interactions import INDICES, interaction_order
 from ..._result._explanation import Explanation
-from ..._tree._interactions import build_groups, interaction_values
 from ..._tree._rows import host_rows
 from ._build import put
+from ._kernels import interaction_rows
 from ._outputs import assert_additive
+
+DEFAULT_INDEX = "k-SII"
+"""TreeExplainer's interaction index when none is named: shap's SHAP interaction values (Lundberg et al. 2020)."""
 
 STREAM_BATCH_ROWS = 65536
 """Default rows per batch of :meth:`TreeExplainer.explain_batches` on an array."""
@@ -82,8 +88,16 @@ class ExplainRows:
         self._check_n_features(Xh, "X")
         return Xh, names
 
-    def _explain(self, X, y, tree_limit, approximate, check_additivity, interactions, devices, bar, offset):
+    def _explain(self, X, y, tree_limit, approximate, check_additivity, interactions, devices, bar, offset,
+                 index=None):
         """``__call__`` on one batch; ``bar`` (or ``None``) is advanced as blocks finish."""
+        order = interaction_order(interactions, self.n_features)
+        if index is not None:
+            if index not in INDICES:
+                raise ValueError(f"`index` must be None or one of {INDICES}; got {index!r}.")
+            order = order or (2 if interactions is None else 0)
+        if order:
+            self._check_interactions(tree_limit, approximate)
         sharding = row_sharding(X) if devices is None else None
         Xh, names = self._host_rows(X)
         rounds = self._builder.rounds(tree_limit)
@@ -114,11 +128,11 @@ class ExplainRows:
         feature_names = resolve_feature_names(self._names, self.n_features, self._data_names, names)
         output_names = None if single else self._output_names or [f"Output {j}" for j in range(phi.shape[-1])]
         expl = Explanation(phi, base, put(Xh, self.dtype), None, feature_names, output_names)
-        if interactions:
-            self._check_interactions(tree_limit, approximate)
-            inter = self._interaction_values(rows)  # the raw output: rows are the codes
+        if order:
+            inter = self._interaction_values(rows, order, index or DEFAULT_INDEX)  # raw output: rows are the codes
             expl.interaction_values = inter[..., 0] if single else inter
-            expl = interactions_as_values(expl)  # shap's layout: the interaction values are the values
+            if interactions:
+                expl = interactions_as_values(expl)  # shap's layout: the interaction values are the values
         return expl
 
     def explain_batches(
@@ -168,7 +182,9 @@ class ExplainRows:
         try:
             for batch in parts:
                 yb = None if labels is None else next(labels)
-                out = self._explain(batch, yb, tree_limit, approximate, check_additivity, False, devices, bar, offset)
+                with precision(self):
+                    out = as_host64(self, self._explain(batch, yb, tree_limit, approximate, check_additivity, False,
+                                                        devices, bar, offset))
                 offset += len(out)
                 yield out
         finally:
@@ -184,11 +200,20 @@ class ExplainRows:
                 "and exact values (approximate=False)."
             )
 
-    def _interaction_values(self, rows: jax.Array) -> jax.Array:
-        """``[n, M, M, K]`` interaction values of routed rows; the tables are built on the first call."""
-        if getattr(self, "_interaction_groups", None) is None:
-            self._interaction_groups = build_groups(self._paths, self._background, self.dtype, self.memory_budget)
-        return interaction_values(self._interaction_groups, rows, self.n_features, self.n_outputs, self.memory_budget)
+    def _interaction_values(self, rows: jax.Array, order: int, index: str) -> jax.Array:
+        """``[n] + [M] * k + [K]`` the index's order-``k`` tensor at routed rows (groups built on first use)."""
+        cache = self.__dict__.setdefault("_interaction_builds", {})
+        build = self._default
+        key = (index, order)
+        if key not in cache or cache[key][0] is not build:
+            base = "SII" if index == "k-SII" else index
+            cache[key] = (build, self._builder.interaction_groups(build, base, order))
+        groups, (nodes, weights), chunk, background = cache[key][1]
+        if rows.shape[0] == 0:
+            return jnp.zeros((0,) + (self.n_features,) * order + (self.n_outputs,), rows.dtype)
+        return interaction_rows(groups, rows, background, nodes, weights, n_features=self.n_features,
+                                n_outputs=self._default.ensemble.n_outputs, order=order, ksii=index == "k-SII",
+                                rows=chunk)
 
     def shap_interaction_values(self, X: Any) -> np.ndarray:
         """SHAP interaction values as shap's ``TreeExplainer.shap_interaction_values``: NumPy
@@ -198,8 +223,9 @@ class ExplainRows:
         ``ExactExplainer(model, data, index="k-SII")``). See :mod:`jaxshap._tree._interactions`.
         """
         self._check_interactions(None, False)
-        Xh, _ = self._host_rows(X)
-        codes = put(self._default.router.encode(self.ensemble.prepare(Xh), np.float32), self.dtype)
-        inter = self._interaction_values(codes)
-        return np.asarray(inter[..., 0] if self.n_outputs == 1 else inter)
+        with precision(self):
+            Xh, _ = self._host_rows(X)
+            codes = put(self._default.router.encode(self.ensemble.prepare(Xh), np.float32), self.dtype)
+            inter = self._interaction_values(codes, 2, "k-SII")
+            return np.asarray(inter[..., 0] if self.n_outputs == 1 else inter)
 

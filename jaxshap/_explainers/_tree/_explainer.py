@@ -18,9 +18,11 @@ from ..._core._inputs import float_dtype
 from ..._core._model import declared_output_names
 from ..._core._progress import ProgressBar, wants_progress
 from ..._core._validate import DEFAULT_MEMORY_BUDGET, choice, memory_budget as check_memory_budget
-from ..._engine._shap_api import ShapAPI, shap_background
+from ..._engine._shap_api import ShapAPI, as_host64, precision, shap_background
 from ..._result._decomposition import Decomposition
 from ..._result._explanation import Explanation
+from ..._result._host import to_host
+from ..._tree._ensemble import TreeEnsemble
 from ..._tree._import import find_reader
 from ..._tree._rows import host_rows
 from ._build import Build, TreeBuilder, cover_from_data
@@ -46,6 +48,14 @@ def check_dtype(dtype: Any) -> np.dtype:
     return dt
 
 
+def float64_model(ensemble: TreeEnsemble) -> bool:
+    """Whether a model computes in float64: its library compares in float64 (LightGBM,
+    HistGradientBoosting), or its leaf values are not float32 numbers (scikit-learn's trees and
+    forests); XGBoost's are (its constant, read from text, need not be)."""
+    value = ensemble.value
+    return ensemble.precision == np.float64 or not np.array_equal(value, value.astype(np.float32).astype(np.float64))
+
+
 class TreeExplainer(ExplainRows, ShapAPI):
     r"""Exact SHAP values of a tree ensemble, computed from its structure.
 
@@ -61,14 +71,20 @@ class TreeExplainer(ExplainRows, ShapAPI):
       exactly what :class:`jaxshap.ExactExplainer` with the ``Independent`` masker gives, in time
       independent of ``2**M``.
 
-    Each tree is cut into root-to-leaf paths (as GPUTreeShap does); a path's Shapley values
-    depend on the explained row only through which of its ``L`` distinct features the row
-    follows, an ``L``-bit pattern. Paths are grouped by ``L``; for short paths (``L <= 10``,
-    within half of ``memory_budget``) the values of every pattern are tabulated once when the
-    explainer is built (for the interventional game the background enters only through a
-    histogram of its own patterns), so explaining a row is a gather per path and a scatter-add
-    into the features, ``vmap``-ped over rows and chunked under ``memory_budget``. Longer paths
-    are evaluated directly per row (and per background row), which is slower.
+    Each tree is cut into root-to-leaf paths (as GPUTreeShap does). Path-dependent values are
+    products of each path's factors at Gauss-Legendre nodes, as many as the widest path needs
+    for exact results (Quadrature-TreeSHAP, see :mod:`jaxshap._tree._path_dependent`);
+    interventional values are each leaf's pair game in closed form against chunks of background
+    rows (:mod:`jaxshap._tree._interventional`), or, for paths of at most 10 distinct features
+    (within half of ``memory_budget``), a table over the patterns of followed features built once
+    from the background's pattern histogram. Blocks of paths meet chunks of rows in one compiled
+    loop per group of path widths. Memory: the path arrays (about 64 bytes per path and slot),
+    the interventional tables (within half of ``memory_budget``), a path block's temporaries
+    (at most 4 MiB, and a quarter of ``memory_budget``), the rows' ``[M, K]`` accumulators and,
+    interventional, the routed background rows ``[B, M]``, met 128 at a time: ``10**5``
+    background rows (``data=jaxshap.maskers.Independent(rows, max_samples=None)``) need about
+    ``4 * 10**5 * M`` bytes more and no ``rows x background x leaves`` array; the time grows
+    with ``B`` for the paths that are not tabulated.
 
     Routing is exactly the library's own: inputs are rounded to the precision the library
     compares in (float32 for XGBoost and scikit-learn's classic trees, float64 for LightGBM and
@@ -99,7 +115,10 @@ class TreeExplainer(ExplainRows, ShapAPI):
     Args:
       model: a fitted XGBoost, LightGBM or scikit-learn tree model, or any model a registered
         :class:`jaxshap.trees.TreeReader` recognises (see ``TypeError`` below).
-      data: background rows ``[B, M]`` for the interventional mode (array, DataFrame, sparse).
+      data: background rows ``[B, M]`` for the interventional mode (array, DataFrame, sparse;
+        more than 100 rows give shap's sample of 100, with a warning), or
+        ``jaxshap.maskers.Independent(rows, max_samples=None)`` to keep every row, or a weighted
+        summary with ``.data`` and ``.weights`` (such as ``shap.kmeans(X, k)``).
       feature_perturbation: ``"tree_path_dependent"``, ``"interventional"``, or ``"auto"``
         (default: interventional when ``data`` is given, else path-dependent).
       model_output: ``"raw"``, ``"probability"``, ``"predict_proba"`` or ``"log_loss"``.
@@ -107,7 +126,10 @@ class TreeExplainer(ExplainRows, ShapAPI):
       memory_budget: bytes of working memory a chunk of rows may use; the model's path tables
         must fit in it too, or in 512 MiB when it is smaller (deep trees with very many leaves
         raise a ``ValueError`` saying so).
-      dtype: compute dtype (default float32, float64 under ``jax_enable_x64`` if requested).
+      dtype: compute dtype. By default the model's: float64 for a model that computes in float64
+        (LightGBM, scikit-learn's trees and forests; computed with x64 enabled for the call only,
+        results as NumPy arrays, as for a host model given float64 rows), float32 for XGBoost; or
+        float32 / float64 (the latter under ``jax_enable_x64``) when given.
 
     Example::
 
@@ -156,18 +178,34 @@ class TreeExplainer(ExplainRows, ShapAPI):
                 "rows `data` [B, M] and feature_perturbation='interventional' (or 'auto')."
             )
         self.dtype = check_dtype(dtype)
-        self._names, self._data_names, self._background_rows = feature_names, None, None
-        if data is not None:
-            self._read_background(data, recount=explicit == "tree_path_dependent")
-        self.n_outputs = self._output.n_outputs
-        self._output_names = declared_output_names(model, self.n_outputs)  # a classifier's classes_
-        self._set_builder()
+        if dtype is None and self.dtype == np.float32 and float64_model(self.ensemble):
+            self.__dict__["x64_"] = True  # computed in float64 (locally), results as NumPy (see precision)
+            self.dtype = np.dtype(np.float64)
+        with precision(self):
+            self._names, self._data_names, self._background_rows = feature_names, None, None
+            self._background_weights = None
+            if data is not None:
+                self._read_background(data, recount=explicit == "tree_path_dependent")
+            self.n_outputs = self._output.n_outputs
+            self._output_names = declared_output_names(model, self.n_outputs)  # a classifier's classes_
+            self._set_builder()
+
+    def __getstate__(self) -> dict:
+        """Pickled without its builds (device arrays, which would come back in JAX's default precision)."""
+        skip = ("_builder", "_paths", "_background", "_interaction_builds", "_decomposition_tables")
+        return {k: v for k, v in self.__dict__.items() if k not in skip}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        with precision(self):
+            self._set_builder()
 
     def _set_builder(self) -> None:
         """The builder of the ensemble's kernels, and the default build's routed paths and background
         rows (for interaction values, built on demand)."""
         self._builder = TreeBuilder(self.ensemble, self._background_rows, self.feature_perturbation == "interventional",
-                                    self._output.transform, self.n_outputs, self.dtype, self.memory_budget)
+                                    self._output.transform, self.n_outputs, self.dtype, self.memory_budget,
+                                    self._background_weights)
         default = self._default
         self._paths, self._background = default.paths, default.background
 
@@ -182,15 +220,23 @@ class TreeExplainer(ExplainRows, ShapAPI):
     def _read_background(self, data: Any, recount: bool) -> None:
         """Keep ``data`` as prepared background rows; with ``recount`` (the path-dependent game
         asked for explicitly, as shap does) recount the node covers on them. An array or DataFrame
-        of more than 100 rows gives shap's sample of 100, as shap's TreeExplainer keeps."""
-        data = shap_background(data, "TreeExplainer")
+        of more than 100 rows gives shap's sample of 100, as shap's TreeExplainer keeps;
+        ``maskers.Independent(data, max_samples=None)`` keeps every row, and a weighted summary
+        (``.data`` and ``.weights``, such as ``shap.kmeans``) weighs its rows."""
+        weights = None
+        if hasattr(data, "data") and hasattr(data, "weights"):  # a masker or a weighted summary
+            weights = None if data.weights is None else np.asarray(data.weights, np.float64).reshape(-1)
+            data = np.asarray(data.data)
+        else:
+            data = shap_background(data, "TreeExplainer")
         bg, self._data_names = host_rows(data, "data", sparse_missing=self.ensemble.sparse_missing)
         self._check_n_features(bg, "data")
         if bg.shape[0] == 0:
             raise ValueError("`data` has no rows; pass at least one background row.")
         self._background_rows = self.ensemble.prepare(bg)
+        self._background_weights = None if weights is None else weights / weights.sum()
         if recount:
-            self.ensemble = cover_from_data(self.ensemble, self._background_rows)
+            self.ensemble = cover_from_data(self.ensemble, self._background_rows, self._background_weights)
 
     def __call__(
         self,
@@ -201,7 +247,8 @@ class TreeExplainer(ExplainRows, ShapAPI):
         tree_limit: int | None = None,
         approximate: bool = False,
         check_additivity: bool = True,
-        interactions: bool = False,
+        interactions: bool | int | None = None,
+        index: str | None = None,
         progress: bool | None = None,
         devices: Any = None,
     ) -> Explanation:
@@ -221,9 +268,19 @@ class TreeExplainer(ExplainRows, ShapAPI):
             with the path-dependent base value, to the raw output.
           check_additivity: check that the values plus the base values reproduce the model's own
             prediction of the explained output, and raise ``RuntimeError`` when they do not.
-          interactions: also compute ``interaction_values`` ``[n, M, M]`` (or ``[n, M, M, K]``):
-            SHAP interaction values (see :meth:`shap_interaction_values`); raw output, default
-            trees, exact values only.
+          interactions: ``True``: the result's ``values`` (and ``interaction_values``) are the
+            pairwise interaction values ``[n, M, M]`` (or ``[n, M, M, K]``), by default shap's
+            SHAP interaction values (see :meth:`shap_interaction_values`); an int ``k``: the
+            order-``k`` tensor ``[n] + [M] * k (+ [K])`` of the index's terms of orders ``1..k``,
+            each set's term split evenly over the index tuples that hold exactly its features
+            (:func:`jaxshap._estimators._interactions.interaction_tensor`; ``k = 2`` is shap's
+            matrix). Exact, for the game of ``feature_perturbation``; raw output, default trees,
+            ``approximate=False`` only.
+          index: the interaction index: ``"k-SII"`` (default; for ``k = 2`` shap's SHAP
+            interaction values, Lundberg et al. 2020), ``"SII"``, ``"STII"``, ``"FSII"`` or
+            ``"BII"`` (see :class:`jaxshap.ExactExplainer`, which gives the same numbers from all
+            ``2**M`` coalitions). Given without ``interactions``, the pairwise
+            ``interaction_values`` are computed beside the SHAP ``values``.
           progress: progress bar on stderr (rows done, rate, time left); ``None`` (default): only
             when stderr is a terminal.
           devices: ``None`` (the default device, or, for a JAX array sharded along its rows over
@@ -241,7 +298,9 @@ class TreeExplainer(ExplainRows, ShapAPI):
         """
         bar = ProgressBar(n_rows(X)) if wants_progress(progress) else None
         try:
-            return self._explain(X, y, tree_limit, approximate, check_additivity, interactions, devices, bar, 0)
+            with precision(self):
+                return as_host64(self, self._explain(X, y, tree_limit, approximate, check_additivity, interactions,
+                                                     devices, bar, 0, index))
         finally:
             if bar is not None:
                 bar.close()
@@ -280,30 +339,23 @@ class TreeExplainer(ExplainRows, ShapAPI):
           ValueError: without background ``data``, for a ``model_output`` other than ``"raw"``,
             a bad ``max_order``, or paths with too many distinct features for ``memory_budget``.
         """
-        return decompose(self, X, max_order)
+        with precision(self):
+            return decompose(self, X, max_order)
 
     @property
     def expected_value(self) -> Any:
         """The base value: ``[K]`` (a scalar for a single output); for ``log_loss``, whose base
         value depends on the label, a function of the label ``y``, as shap's:
         ``explainer.expected_value(y)`` is the mean loss over the background at label ``y``."""
-        return self._output.expected_value(self._default, self.dtype)
+        with precision(self):
+            return to_host(self._output.expected_value(self._default, self.dtype))
 
     # --- the default build's internals (tests read them) --------------------------------------
     @property
     def _default(self) -> Build:
         return self._builder.build(self.ensemble.default_rounds, False)
 
-    @property
-    def _group_tabled(self) -> list:
-        return self._default.tabled
-
-    @property
-    def _use_table(self) -> bool:
-        return all(self._default.tabled)
-
     def _rows_per_chunk(self, n_rows: int, build: Build | None = None) -> int:
-        """Rows per chunk of ``n_rows`` rows under ``memory_budget`` (without the CPU cap that
-        the runtime applies, see :func:`jaxshap._core._chunking.chunk_bytes`)."""
+        """Rows per chunk of ``n_rows`` rows under ``memory_budget``."""
         build = self._default if build is None else build
-        return max(1, min(n_rows, self.memory_budget // self._builder.bytes_per_row(build)))
+        return self._builder.runner(build, False)._plan(n_rows)[0]

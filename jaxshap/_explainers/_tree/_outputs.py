@@ -110,11 +110,11 @@ class TreeOutput:
         """The base value ``[K]`` (a scalar for one output); for a loss, the function of the
         label ``y`` that gives the mean loss over the background at ``y``."""
         if self.needs_labels:
-            return functools.partial(_label_base, self.transform, build.fb)
+            return functools.partial(_label_base, self.transform, build.fb, build.weights)
         if self.transform == "identity":
             base = build.base
         else:
-            base = np.asarray(_transforms.apply(self.transform, jnp.asarray(build.fb), 0.0)).mean(0)
+            base = build.weights @ np.asarray(_transforms.apply(self.transform, jnp.asarray(build.fb), 0.0), np.float64)
         if self.doubled:
             base = np.concatenate([1.0 - base, base])
         return put(base[0] if base.size == 1 else base, dtype)
@@ -166,9 +166,9 @@ def assert_additive(phi, base, expected: np.ndarray, *, float32: bool) -> None:
         )
 
 
-def _label_base(transform: str, fb: np.ndarray, y: Any) -> Any:
-    """The mean over the background margins ``fb`` of the loss at label ``y`` (a scalar for one
-    output), in float64."""
+def _label_base(transform: str, fb: np.ndarray, weights: np.ndarray, y: Any) -> Any:
+    """The (weighted) mean over the background margins ``fb`` of the loss at label ``y`` (a scalar
+    for one output), in float64."""
     with jax.enable_x64(True):
-        base = np.asarray(_transforms.apply(transform, jnp.asarray(fb, jnp.float64), float(y))).mean(0)
+        base = weights @ np.asarray(_transforms.apply(transform, jnp.asarray(fb, jnp.float64), float(y)))
     return base[0] if base.size == 1 else base

@@ -1,0 +1,215 @@
+r"""Every tree index as an integral of a path's product polynomial, and the quadrature rules for it.
+
+A leaf's game on the slots ``u`` (distinct features) of its path is a product,
+:math:`g(S) = \prod_{u \in S} \alpha_u \prod_{u \notin S} \beta_u`: path-dependent,
+``alpha = o`` (the row follows the slot) and ``beta = z`` (the training cover's share that does);
+interventional against one background row, ``alpha = a`` (the row follows) and ``beta = c`` (the
+background row does). With :math:`d_u = \alpha_u - \beta_u` and :math:`f_u(p) = \beta_u + p\, d_u`,
+the expected discrete derivative of a set ``T`` of slots over coalitions drawn with probability
+``p`` per other slot is a product too,
+
+.. math::
+
+    W_T(p) = \mathbb{E}_{S \sim \mathrm{Bern}(p)}\, \Delta_T g(S)
+           = \prod_{u \in T} d_u \prod_{u \notin T} f_u(p),
+
+a polynomial of degree ``U - t`` (``U`` slots, ``t = |T|``). Each index's order-``t`` term is a
+linear functional :math:`I_T = L_t(W_T)` (Quadrature-TreeSHAP, Wettenstein, Mitchell & Yu 2026,
+arXiv:2605.04497, for the Shapley and Banzhaf cases):
+
+* **SII** (Grabisch & Roubens 1999): :math:`\int_0^1 W_T\,dp`, since its weight
+  :math:`|S|!\,(M-|S|-t)!/(M-t+1)! = \int_0^1 p^{|S|} (1-p)^{M-t-|S|} dp`; order 1 gives the
+  Shapley values;
+* **BII**: :math:`W_T(1/2)`;
+* **STII** of order ``k`` (Sundararajan et al. 2020): :math:`k \int_0^1 (1-p)^{k-1} W_T\,dp` for
+  ``t = k`` and :math:`W_T(0) = \Delta_T g(\emptyset)` for ``t < k``;
+* **FSII** of order ``k`` (Tsai, Yeh & Ravikumar 2023): :math:`\int_0^1 \rho_{k,t}(p) W_T(p)\,dp`
+  with a polynomial density of degree ``k + t - 2`` (:func:`fsii_density`);
+* **k-SII** is assembled from SII of orders ``1..k`` (:mod:`jaxshap._estimators._interactions`).
+
+A feature off the path is a null player (``d = 0``, ``f = 1``): it changes no term, so a path's
+terms do not depend on the number of features ``M`` and the ensemble's terms are sums over paths.
+Gauss-Legendre quadrature with ``n`` nodes integrates degree ``2n - 1`` exactly, so
+:func:`rule` takes ``n`` from the widest path: the results are exact up to float rounding at any depth.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._coalitions._static_cache import static_cache
+from .._estimators._interactions import INDICES, distinct_mask
+
+
+def gauss_legendre(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(nodes, weights)`` of ``n``-point Gauss-Legendre quadrature on ``[0, 1]`` (float64):
+    ``sum_q weights[q] P(nodes[q]) = int_0^1 P`` for every polynomial of degree ``<= 2n - 1``."""
+    x, w = np.polynomial.legendre.leggauss(max(1, int(n)))
+    return (x + 1.0) / 2.0, w / 2.0
+
+
+def _faith_unanimity(n_players: int, order: int) -> list[Fraction]:
+    """Faith-Shap of order ``k`` of the unanimity game of all ``n`` players, exactly: the value
+    ``e_t`` of each set of ``t <= k`` players (every set of a size has the same, by symmetry).
+
+    The symmetric least-squares problem: minimise :math:`\\sum_{s=1}^{n-1} \\frac{n-1}{s(n-s)}
+    (\\sum_t \\binom{s}{t} e_t)^2` subject to :math:`\\sum_t \\binom{n}{t} e_t = 1` (the Shapley
+    kernel summed over the coalitions of size ``s``; the game is 0 below ``n`` players), solved as
+    ``e = G^{-1} c / (c^T G^{-1} c)``.
+    """
+    n, k = n_players, min(order, n_players)
+    if n <= order:  # a k-additive fit reproduces the game: its Moebius transform
+        return [Fraction(int(t == n)) for t in range(1, order + 1)]
+    g = [[sum(Fraction(n - 1, s * (n - s)) * math.comb(s, i) * math.comb(s, j) for s in range(1, n))
+          for j in range(1, k + 1)] for i in range(1, k + 1)]
+    c = [Fraction(math.comb(n, t)) for t in range(1, k + 1)]
+    x = _solve(g, c)
+    scale = sum(ci * xi for ci, xi in zip(c, x))
+    return [xi / scale for xi in x]
+
+
+def _solve(a: list[list[Fraction]], b: list[Fraction]) -> list[Fraction]:
+    """Gaussian elimination in exact rationals (small systems)."""
+    n = len(b)
+    m = [row[:] + [b[i]] for i, row in enumerate(a)]
+    for col in range(n):
+        pivot = next(r for r in range(col, n) if m[r][col] != 0)
+        m[col], m[pivot] = m[pivot], m[col]
+        for r in range(n):
+            if r != col and m[r][col] != 0:
+                factor = m[r][col] / m[col][col]
+                m[r] = [x - factor * y for x, y in zip(m[r], m[col])]
+    return [m[i][n] / m[i][i] for i in range(n)]
+
+
+@static_cache(64)
+def fsii_density(order: int, t: int) -> np.ndarray:
+    r"""Coefficients ``c_0..c_d`` (``d = k + t - 2``) of Faith-Shap's density :math:`\rho_{k,t}(p) =
+    \sum_m c_m p^m`: the order-``t`` term of the unanimity game of ``s >= t`` players is
+    :math:`\int_0^1 \rho_{k,t}(p)\, p^{s-t} dp` (it does not depend on the number of players).
+
+    Derived exactly (rational arithmetic) from :func:`_faith_unanimity` for ``s = t .. t + d``
+    and checked on four more sizes; its Möbius form gives the integral form of the module docstring.
+    """
+    k = order
+    d = k + t - 2
+    kappa = [_faith_unanimity(t + j, k)[t - 1] for j in range(d + 5)]
+    hilbert = [[Fraction(1, m + j + 1) for m in range(d + 1)] for j in range(d + 1)]
+    coef = _solve(hilbert, kappa[: d + 1])
+    for j in range(d + 1, d + 5):
+        if sum(c / (m + j + 1) for m, c in enumerate(coef)) != kappa[j]:  # pragma: no cover - a proof obligation
+            raise AssertionError(f"Faith-Shap order {k}, term {t}: no density of degree {d}.")
+    return np.array([float(c) for c in coef])
+
+
+def _density(index: str, order: int, t: int) -> np.ndarray | None:
+    """Polynomial coefficients of the order-``t`` density, or ``None`` for a point functional."""
+    if index in ("SII", "k-SII"):
+        return np.ones(1)
+    if index == "STII":
+        if t < order:
+            return None
+        # k (1 - p)^(k - 1) in the monomial basis
+        return np.array([order * math.comb(order - 1, m) * (-1.0) ** m for m in range(order)])
+    if index == "FSII":
+        return fsii_density(order, t)
+    return None  # BII: the point 1/2
+
+
+def rule(index: str, order: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(nodes [Q], weights [order, Q])``: the index's order-``t`` functional on paths of at most
+    ``width`` slots is ``L_t(W) = sum_q weights[t - 1, q] W(nodes[q])``, exactly for every ``W`` of
+    degree ``<= width - t`` (float64).
+
+    Gauss-Legendre nodes carry the integrals; ``0`` (STII below the top order) and ``1/2`` (BII)
+    are added as points where an index takes them. k-SII's rule is SII's (it is assembled from SII).
+    """
+    if index not in INDICES:
+        raise ValueError(f"`index` must be one of {INDICES}; got {index!r}.")
+    densities = [_density(index, order, t) for t in range(1, order + 1)]
+    degree = max([width - t + len(dens) - 1 for t, dens in zip(range(1, order + 1), densities) if dens is not None],
+                 default=-1)
+    nodes, w = gauss_legendre((degree + 2) // 2) if degree >= 0 else (np.zeros(0), np.zeros(0))
+    points = []
+    if index == "BII":
+        points = [0.5]
+    elif index == "STII" and order > 1:
+        points = [0.0]
+    all_nodes = np.concatenate([nodes, np.asarray(points, np.float64)])
+    weights = np.zeros((order, all_nodes.size))
+    for t, dens in enumerate(densities, start=1):
+        if dens is None:
+            weights[t - 1, nodes.size:] = 1.0
+        else:
+            weights[t - 1, : nodes.size] = w * np.polynomial.polynomial.polyval(nodes, dens)
+    return all_nodes, weights
+
+
+def moments(index: str, order: int, width: int) -> np.ndarray:
+    """``[order, width + 1, width + 1]``: ``L_t(p^i (1 - p)^j)`` for the index's order-``t``
+    functional (``0^0 = 1``): the interventional pair game's terms in closed form (see
+    :mod:`._interventional`)."""
+    nodes, weights = rule(index, order, width)
+    i = np.arange(width + 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        up = np.where(i[None, :] == 0, 1.0, nodes[:, None] ** i[None, :])  # [Q, i]
+        down = np.where(i[None, :] == 0, 1.0, (1.0 - nodes[:, None]) ** i[None, :])  # [Q, j]
+    return np.einsum("tq,qi,qj->tij", weights, up, down)
+
+
+def expected_value(zero_fraction: np.ndarray, value: np.ndarray, output: np.ndarray, base: np.ndarray) -> np.ndarray:
+    """``E[f]`` under the trees' cover: ``base + sum_paths value * prod_u z_u`` per output."""
+    out = np.asarray(base, dtype=np.float64).copy()
+    np.add.at(out, output, value * np.prod(zero_fraction, axis=1))
+    return out
+
+
+def product_terms(alpha: jax.Array, beta: jax.Array, nodes, weights, orders) -> dict:
+    r"""Every index term of order ``t in orders`` of a block of paths' product games (traced).
+
+    :math:`I_T = \sum_q \lambda_{t,q} W_T(p_q)` with :math:`W_T` of the module docstring, for every
+    ``t``-tuple of distinct slots (``T`` as a tuple: each set appears once per order of its slots).
+    Division-free where a factor vanishes: with ``P_q`` the product of the nonzero factors
+    :math:`f_u(p_q)`, ``n_q`` their number of zeros and :math:`r_{u,q} = d_u / f_u(p_q)` (or ``d_u``
+    where ``f_u(p_q) = 0``), :math:`W_T(p_q) = P_q \prod_{u \in T} r_{u,q}` when ``T`` holds all
+    ``n_q`` zeros, else 0. (A zero at an inner node means ``alpha_u = beta_u = 0``: the leaf
+    contributes nothing; at ``p = 0`` it is ``beta_u = 0``, which the STII terms below the top order meet.)
+    Arrays stay of rank 5 or less (the rows are one axis): XLA's CPU reductions of higher rank
+    have crashed and returned wrong sums (jaxlib 0.10, its YNN fusions).
+
+    Args:
+      alpha, beta: ``[P, U, *rows]`` floats (``beta`` may broadcast along the row axes).
+      nodes, weights: a :func:`rule` (``[Q]`` and ``[k, Q]``).
+      orders: the orders ``t`` to compute.
+
+    Returns:
+      ``{t: [P, U**t, *rows]}`` for a unit leaf value.
+    """
+    p, u = alpha.shape[:2]
+    rows = jnp.broadcast_shapes(alpha.shape[2:], beta.shape[2:])
+    alpha = jnp.broadcast_to(alpha, (p, u) + rows).reshape(p, u, 1, -1)
+    beta = jnp.broadcast_to(beta, (p, u) + rows).reshape(p, u, 1, -1)
+    y = jnp.asarray(nodes, alpha.dtype).reshape(1, 1, -1, 1)
+    d = alpha - beta
+    f = beta + y * d  # [P, U, Q, R]
+    zero = f == 0
+    prod = jnp.prod(jnp.where(zero, 1.0, f), axis=1)  # [P, Q, R]
+    count = jnp.sum(zero, axis=1, dtype=jnp.int32)[:, None]  # [P, 1, Q, R]
+    ratio = jnp.where(zero, d, d / jnp.where(zero, 1.0, f))
+    zeros = zero.astype(jnp.int32)
+    out = {}
+    for t in orders:
+        r_t, z_t = ratio, zeros
+        for _ in range(1, t):  # [P, U**i, Q, R] x [P, U, Q, R] -> [P, U**(i+1), Q, R]
+            r_t = (r_t[:, :, None] * ratio[:, None]).reshape(p, -1, *ratio.shape[2:])
+            z_t = (z_t[:, :, None] + zeros[:, None]).reshape(p, -1, *ratio.shape[2:])
+        keep = jnp.asarray(distinct_mask(u, t).reshape(1, -1, 1, 1))
+        w = jnp.asarray(weights[t - 1], alpha.dtype).reshape(1, -1, 1)
+        term = jnp.where(keep & (z_t == count), r_t, 0.0) * (prod * w)[:, None]
+        out[t] = jnp.sum(term, axis=2).reshape((p, u**t) + rows)
+    return out
