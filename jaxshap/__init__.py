@@ -27,28 +27,35 @@ Public API (everything else is private):
   ``TreeExplainer``).
 """
 
-from . import coalitions, datasets, estimators, explainers, links, maskers, plots, trees
-from ._explainers._amortized import AmortizedExplainer
-from ._platform._cache import enable_compilation_cache
-from ._core._validate import DEFAULT_MEMORY_BUDGET
-from ._explainers._auto import Explainer
-from ._explainers._exact import ExactExplainer
-from ._explainers._gradient import GradientExplainer, integrated_gradients
-from ._result._decomposition import Decomposition
-from ._result._explanation import Explanation
-from ._effects._ale import ALE, accumulated_local_effects
-from ._effects._functional_anova import FunctionalANOVA, functional_anova
-from ._effects._hstats import HStatistics, h_statistic
-from ._effects._msev import msev
-from ._explainers._kernel import KernelExplainer
-from ._explainers._linear import LinearExplainer
-from ._effects._partial_dependence import PartialDependence, partial_dependence
-from ._explainers._partition import PartitionExplainer
-from .maskers._independent import sample
-from .maskers._kmeans import kmeans
-from .plots import decision_plot, dependence_plot, force_plot, initjs, summary_plot, waterfall_plot
-from ._explainers._permutation import PermutationExplainer
-from ._explainers._tree import TreeExplainer
+from typing import TYPE_CHECKING
+
+from ._lazy import lazy_exports
+
+if TYPE_CHECKING:  # the public names; each is imported on its first use (jaxshap._lazy)
+    from . import coalitions, datasets, estimators, explainers, links, maskers, plots, trees
+    from ._explainers._amortized import AmortizedExplainer
+    from ._platform._cache import enable_compilation_cache
+    from ._core._validate import DEFAULT_MEMORY_BUDGET
+    from ._explainers._auto import Explainer
+    from ._explainers._exact import ExactExplainer
+    from ._explainers._gradient import GradientExplainer, integrated_gradients
+    from ._result._decomposition import Decomposition
+    from ._result._explanation import Explanation
+    from ._effects._ale import ALE, accumulated_local_effects
+    from ._effects._functional_anova import FunctionalANOVA, functional_anova
+    from ._effects._hstats import HStatistics, h_statistic
+    from ._effects._msev import msev
+    from ._explainers._kernel import KernelExplainer
+    from ._explainers._linear import LinearExplainer
+    from ._effects._partial_dependence import PartialDependence, partial_dependence
+    from ._explainers._partition import PartitionExplainer
+    from .maskers._independent import sample
+    from .maskers._kmeans import kmeans
+    from .plots import decision_plot, dependence_plot, force_plot, initjs, summary_plot, waterfall_plot
+    from ._explainers._permutation import PermutationExplainer
+    from ._explainers._tree import TreeExplainer
+
+__getattr__, __dir__ = lazy_exports(__name__, __file__, globals())
 
 __version__ = "0.1.0"
 

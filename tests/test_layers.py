@@ -9,6 +9,7 @@ that only runs inside a function counts as much as one at the top.
 from __future__ import annotations
 
 import ast
+import importlib
 import pathlib
 
 import pytest
@@ -18,12 +19,13 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "jaxshap"
 # folder (or top-level module) -> layer; lower layers know nothing of higher ones.
 LAYERS = {
     "_platform": 0,     # the host platform: environment settings, BLAS threads, LAPACK order, JAX cache
+    "_lazy": 0,         # public names imported on first use (PEP 562)
     "_core": 1,         # pytree split, inputs, device rows, validation, chunking, links, model adapters, sharding, streaming, threefry
     "datasets": 1,      # data shipped with the package
     "_coalitions": 2,   # combinatorics, masks, permutations, Shapley-kernel samplers, feature hierarchies
     "_algebra": 3,      # the Gaussian conditioning algebra
     "_estimators": 3,   # estimator kernels on a game v(masks)
-    "_tree": 3,         # tree ensembles: readers, path tables, TreeSHAP kernels
+    "_tree": 4,         # tree ensembles: readers, path tables, TreeSHAP kernels (the interaction indices of _estimators)
     "maskers": 4,       # value functions
     "_result": 5,       # Explanation and its cohorts
     "_engine": 6,       # the explainer engine: base classes, the compiled block program, shap's calls
@@ -34,6 +36,7 @@ LAYERS = {
     "estimators": 8,
     "explainers": 8,
     "trees": 8,
+    "links": 8,
     "_demo": 8,
     "__main__": 9,
     "__init__": 9,
@@ -128,3 +131,32 @@ def test_the_environment_is_read_in_one_module(tmp_path):
     (tmp_path / "jaxshap").mkdir()
     (tmp_path / "jaxshap" / "_planted.py").write_text("import os\nflag = os.environ.get('X')\n")
     assert _environment_reads(tmp_path / "jaxshap") == ["jaxshap/_planted.py:2"]
+
+
+def test_import_is_lazy_and_every_public_name_resolves():
+    """``import jaxshap`` imports neither JAX nor an explainer; each public name of the package
+    and of ``jaxshap.maskers`` (the imports under their ``if TYPE_CHECKING:``) is its ``__all__``
+    and resolves on first use to the object its module defines."""
+    import subprocess
+    import sys
+
+    code = ("import sys, jaxshap; assert 'jax' not in sys.modules, 'jax imported'; "
+            "print(sorted(m for m in sys.modules if m.startswith('jaxshap')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "['jaxshap', 'jaxshap._lazy']", out.stdout
+    import jaxshap
+    import jaxshap.maskers
+    from jaxshap._lazy import _typing_imports
+
+    for package in (jaxshap, jaxshap.maskers):
+        names = _typing_imports(package.__file__)
+        assert sorted(names) == sorted(package.__all__)
+        for name in package.__all__:
+            value = getattr(package, name)
+            module = names[name]
+            expected = importlib.import_module(f".{name}" if module == "" else module, package.__name__)
+            assert value is (expected if module == "" else getattr(expected, name)), name
+        assert set(package.__all__) <= set(dir(package))
+        with pytest.raises(AttributeError, match="has no attribute 'nope'"):
+            package.nope

@@ -19,6 +19,7 @@ from .._core._validate import integer
 from ._cohorts import Cohorts, auto_cohorts
 from ._host import StaticArray, apply, to_host
 from ._indexing import FEATURES, OUTPUTS, ROWS, select
+from ._in_shap import hook_shap
 from ._ordering import hclust_order
 
 
@@ -436,3 +437,6 @@ class Explanation:
         from ._to_shap import to_shap
 
         return to_shap(self, interactions)
+
+
+hook_shap()  # shap's own plots take Explanations (jaxshap._result._in_shap)
