@@ -1,6 +1,7 @@
 import contextlib
 import logging
 import os
+import pathlib
 import sys
 import warnings
 
@@ -71,6 +72,26 @@ class CountCompiles(logging.Handler):
     def __exit__(self, *exc):
         logging.getLogger("jax").removeHandler(self)
         jax.config.update("jax_log_compiles", self._old)
+
+
+# --- test tiers --------------------------------------------------------------------------------
+SLOW_TESTS = pathlib.Path(__file__).with_name("slow_tests.txt")
+
+
+def _slow_entries() -> list[str]:
+    lines = SLOW_TESTS.read_text().splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark the tests listed in ``tests/slow_tests.txt`` (files, folders or node ids) ``slow``:
+    the README's command runs the others (``-m 'not slow'``, the default), ``-m slow`` these."""
+    entries = _slow_entries()
+    files = tuple(e for e in entries if "::" not in e)
+    ids = {e for e in entries if "::" in e}
+    for item in items:
+        if item.nodeid in ids or item.nodeid.startswith(files):
+            item.add_marker(pytest.mark.slow)
 
 
 # --- a worker that dies in native code -----------------------------------------------------------

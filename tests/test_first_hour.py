@@ -87,3 +87,36 @@ def test_text_bar_on_a_given_stream():
     bar.update(8)
     bar.close()
     assert bar._tqdm is None and "8/8 rows" in stream.getvalue()
+
+
+def test_links_as_shaps():
+    shap = pytest.importorskip("shap")
+    p = np.array([0.1, 0.5, 0.93])
+    np.testing.assert_allclose(np.asarray(jaxshap.links.logit(p)), shap.links.logit(p), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(jaxshap.links.logit.inverse(jaxshap.links.logit(p))), p, rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(jaxshap.links.identity(p)), shap.links.identity(p))
+    f = lambda Z: 1.0 / (1.0 + np.exp(-np.asarray(Z).sum(1)))  # noqa: E731
+    ours = jaxshap.ExactExplainer(f, BG, link=jaxshap.links.logit)(X)
+    np.testing.assert_allclose(np.asarray(ours.values), [_logit_oracle(f, x) for x in X], atol=1e-6)  # logit clips p
+
+
+def _logit_oracle(f, x):
+    """Shapley values of v(S) = logit(mean_b f(x_S, b_-S)), by enumeration."""
+    import itertools
+    import math
+
+    m = x.shape[0]
+
+    def v(S):
+        Z = BG.copy()
+        Z[:, list(S)] = x[list(S)]
+        p = f(Z).mean()
+        return np.log(p / (1 - p))
+
+    phi = np.zeros(m)
+    for j in range(m):
+        rest = [i for i in range(m) if i != j]
+        for r in range(m):
+            for S in itertools.combinations(rest, r):
+                phi[j] += math.factorial(r) * math.factorial(m - r - 1) / math.factorial(m) * (v(S + (j,)) - v(S))
+    return phi
