@@ -20,10 +20,10 @@ def test_wrong_feature_count(cls):
 @pytest.mark.parametrize("bad", [np.nan, np.inf])
 def test_non_finite_X(bad):
     """NaN in X goes to the model (as in shap); a model that cannot handle it gives NaN outputs,
-    reported with the rows and the first bad entry of X."""
+    reported, before the explainer runs, with the rows and the first bad entry of X."""
     Z = X.copy()
     Z[1, 2] = bad
-    with pytest.raises(ValueError, match=r"NaN or inf for 1 row\(s\) of `X` \(rows 1\).*first at index \(1, 2\)"):
+    with pytest.raises(ValueError, match=r"`X` holds NaN or inf in 1 row\(s\) \(rows 1; first at index \(1, 2\)\)"):
         jaxshap.ExactExplainer(model, background)(Z)
 
 

@@ -367,8 +367,8 @@ def _tree_result():
 
 
 def test_to_shap_gives_float64_and_a_waterfall_headline_that_float32_would_collapse():
-    sv = _tree_result()
-    assert np.asarray(sv.values).dtype == np.float32  # what the explainer computed
+    sv = jax.tree_util.tree_map(jnp.asarray, _tree_result())  # float32 JAX leaves, as a JAX model's
+    assert np.asarray(sv.values).dtype == np.float32
     converted = sv[0].to_shap()
     assert converted.values.dtype == np.float64 and converted.data.dtype == np.float64
     assert isinstance(converted.base_values, np.float64)

@@ -56,7 +56,7 @@ def _all_params_slow(node: ast.FunctionDef, params: list[str]) -> bool:
     return len(params) >= count
 
 
-RETURNED_BY = {"FunctionalANOVA": "functional_anova", "HStatistics": "h_statistic",
+RETURNED_BY = {"ALE": "accumulated_local_effects", "FunctionalANOVA": "functional_anova", "HStatistics": "h_statistic",
                "PartialDependence": "partial_dependence"}
 """Result classes, checked through the function that returns them."""
 
