@@ -3,6 +3,7 @@ import logging
 import os
 import pathlib
 import sys
+import tempfile
 import warnings
 
 import jax
@@ -13,6 +14,9 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 os.environ.setdefault("MPLBACKEND", "Agg")
 
+
+# jaxshap's own store of compiled programs: a fresh folder per test process (never ~/.cache)
+os.environ.setdefault("JAXSHAP_CACHE_DIR", tempfile.mkdtemp(prefix="jaxshap-test-programs-"))
 
 def make_mlp(seed: int, n_features: int, hidden: int = 8, n_outputs: int | None = None):
     """A small random tanh MLP as (params, apply) with ``apply(params, X)``."""

@@ -30,6 +30,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from .._core._chunking import bucket_rows, plan_blocks
 from .._core._inputs import is_traced
+from .._platform._program_cache import cached_jit
 from .._core._progress import ProgressBar
 from .._core._sharding import RowMesh, row_mesh
 
@@ -53,7 +54,7 @@ class Plan:
     skip: bool = False
 
 
-@functools.partial(jax.jit, static_argnames=("plan",))
+@cached_jit(static_argnames=("plan",))
 def block_program(core: Any, X: jax.Array, key: jax.Array, first: Any, start: Any, n_valid: Any, plan: Plan):
     """Explain ``X[start : start + plan.block_rows]`` (per device shard, on a mesh).
 

@@ -1,0 +1,198 @@
+"""jaxshap's compiled programs, kept across processes in the user's cache folder.
+
+A first explanation spends most of its time in XLA's compiler. :func:`cached_jit` is ``jax.jit``
+for jaxshap's own programs, with one addition: the first call of a signature (the arguments'
+tree, shapes, dtypes and shardings, and the static arguments) lowers the program and looks its
+compiled executable up on disk before compiling it; a compiled executable is written there for
+the next process (``jax.experimental.serialize_executable``). Later calls of the signature in
+the process call the executable directly.
+
+Why its own store and not JAX's persistent compilation cache: that cache is one global setting
+of the user's JAX (:func:`jaxshap.enable_compilation_cache` still turns it on for everything);
+this one touches only jaxshap's programs and leaves JAX's configuration as the user set it.
+
+* Key: SHA-256 of the lowered program's text (the model's own code and every shape and dtype are
+  in it), the jax and jaxlib versions, the backend, the device kind and count.
+* Safe with several processes: an entry is written to a temporary file and renamed into place;
+  readers see a whole entry or none.
+* Never trusted blindly: an entry holds the SHA-256 of its payload; a truncated, corrupt or
+  unloadable entry is deleted and the program compiled again.
+* Bounded: after a write, the oldest entries (by last use) go until the folder holds at most
+  :data:`MAX_BYTES`.
+* Programs that call back into Python (a NumPy model through ``pure_callback``) cannot be
+  serialised, and programs with large constants moved out of their text (arrays a model closes
+  over) cannot be keyed by their text; they are compiled as usual. So are traced calls (inside the user's ``jit`` or
+  ``grad``) and calls on several devices.
+* ``JAXSHAP_CACHE_DIR`` names the folder (default ``~/.cache/jaxshap/xla``); ``off`` turns the
+  store off (:func:`jaxshap._platform._config.program_cache_dir`).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import os
+import tempfile
+from typing import Any, Callable
+
+import jax
+import jaxlib
+
+from ._config import program_cache_dir
+
+MAX_BYTES = 2 * 2**30
+"""The most the folder holds; the least recently used entries are deleted beyond it."""
+
+_MAGIC = b"jaxshap-xla-1\n"
+
+
+def _signature(args: tuple, static: dict) -> Any:
+    """A hashable description of a call (``None`` when it must run through ``jax.jit``)."""
+    leaves, tree = jax.tree_util.tree_flatten(args)
+    parts = []
+    for leaf in leaves:
+        if isinstance(leaf, jax.core.Tracer):
+            return None  # inside the user's transformation
+        if isinstance(leaf, jax.Array):
+            if len(leaf.sharding.device_set) != 1:
+                return None
+            parts.append((jax.typeof(leaf), leaf.sharding))
+        else:
+            parts.append(jax.typeof(leaf))
+    try:
+        sig = (tree, tuple(sorted(static.items())), tuple(parts))
+        hash(sig)
+    except TypeError:
+        return None
+    return sig
+
+
+def _entry_key(lowered: Any) -> str:
+    device = jax.devices()[0]
+    h = hashlib.sha256()
+    for part in (jax.__version__, jaxlib.__version__, device.platform, device.device_kind, str(jax.device_count()), lowered.as_text()):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _read(path: str) -> bytes | None:
+    """The payload of a whole, unaltered entry, else ``None`` (a bad entry is deleted)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    head, digest, payload = data[: len(_MAGIC)], data[len(_MAGIC) : len(_MAGIC) + 32], data[len(_MAGIC) + 32 :]
+    if head != _MAGIC or hashlib.sha256(payload).digest() != digest:
+        _remove(path)
+        return None
+    try:
+        os.utime(path)  # its last use, for eviction
+    except OSError:
+        pass
+    return payload
+
+
+def _write(folder: str, path: str, payload: bytes) -> None:
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(_MAGIC + hashlib.sha256(payload).digest() + payload)
+        os.replace(tmp, path)
+    except OSError:
+        return  # a read-only or full disk: the program still runs
+    _evict(folder)
+
+
+def _evict(folder: str, max_bytes: int = MAX_BYTES) -> None:
+    """Delete the least recently used entries until the folder holds at most ``max_bytes``."""
+    entries = []
+    for name in os.listdir(folder):
+        if name.endswith(".xla"):
+            try:
+                st = os.stat(os.path.join(folder, name))
+            except OSError:
+                continue
+            entries.append((st.st_mtime, st.st_size, name))
+    total = sum(size for _, size, _ in entries)
+    for _, size, name in sorted(entries):
+        if total <= max_bytes:
+            break
+        _remove(os.path.join(folder, name))
+        total -= size
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def _executable_inputs(lowered: Any) -> int | None:
+    """How many inputs the executable takes (JAX keeps this private: ``None`` when unknown)."""
+    try:
+        return len(lowered._lowering.compile_args["global_in_avals"])
+    except Exception:  # pragma: no cover - another JAX version
+        return None
+
+
+def _load_or_compile(lowered: Any, n_inputs: int) -> Any:
+    """The executable of ``lowered`` on ``n_inputs`` leaves: from the folder when a good entry is
+    there, else compiled (and written there when it can be serialised); ``None`` for a program
+    whose executable takes other inputs too (large constants JAX moved out of the program's
+    text, which ``jax.jit`` passes itself): its text, the key, does not hold their values."""
+    from jax.experimental.serialize_executable import deserialize_and_load, serialize
+
+    folder = program_cache_dir()
+    if folder is None or _executable_inputs(lowered) != n_inputs:
+        return None
+    path = os.path.join(folder, _entry_key(lowered) + ".xla")
+    payload = _read(path)
+    if payload is not None:
+        try:
+            return deserialize_and_load(payload, lowered.in_tree, lowered.out_tree)
+        except Exception:  # written by another jaxlib build, or damaged in a way the digest missed
+            _remove(path)
+    compiled = lowered.compile()
+    try:
+        payload, _, _ = serialize(compiled)
+    except Exception:  # host callbacks and other unserialisable programs
+        return compiled
+    _write(folder, path, payload)
+    return compiled
+
+
+def cached_jit(fn: Callable[..., Any] | None = None, *, static_argnames: tuple[str, ...] = ()) -> Any:
+    """``jax.jit(fn, static_argnames=...)`` whose executables are kept across processes (see the
+    module). ``fn`` takes named parameters only (no ``*args`` or ``**kwargs``)."""
+    if fn is None:
+        return functools.partial(cached_jit, static_argnames=static_argnames)
+    jitted = jax.jit(fn, static_argnames=static_argnames)
+    executables: dict = {}  # signature -> executable, for this function in this process
+    parameters = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        named = parameters.bind(*args, **kwargs).arguments
+        static = {k: named.pop(k) for k in static_argnames if k in named}
+        args = tuple(named.values())
+        sig = _signature(args, static)
+        if sig is None or program_cache_dir() is None:
+            return jitted(*args, **static)
+        leaves, tree = jax.tree_util.tree_flatten(args)
+        compiled = executables.get(sig)
+        if compiled is None:  # the program on the flat leaves: its executable is called on them
+            def on_leaves(*xs):
+                return fn(*jax.tree_util.tree_unflatten(tree, xs), **static)
+
+            on_leaves.__name__ = on_leaves.__qualname__ = fn.__name__  # as JAX's logs name the program
+            flat = jax.jit(on_leaves, keep_unused=True)
+            compiled = executables[sig] = _load_or_compile(flat.lower(*leaves), len(leaves)) or flat
+        return compiled(*leaves)
+
+    call.jitted = jitted
+    return call
