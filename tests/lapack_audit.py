@@ -18,6 +18,7 @@ LAPACK call at a time and cannot hang this way.
 from __future__ import annotations
 
 import dataclasses
+import os
 import itertools
 import re
 from typing import Any, Callable
@@ -243,10 +244,16 @@ def compiled_programs(call: Callable[[], Any]) -> list[tuple[str, str]]:
 
     jax.clear_caches()
     pxla.MeshComputation.compile = compile_and_keep
+    stored = os.environ.get("JAXSHAP_CACHE_DIR")
+    os.environ["JAXSHAP_CACHE_DIR"] = "off"  # jaxshap's program store would load, not compile
     try:
         jax.block_until_ready(call())
     finally:
         pxla.MeshComputation.compile = original
+        if stored is None:
+            del os.environ["JAXSHAP_CACHE_DIR"]
+        else:
+            os.environ["JAXSHAP_CACHE_DIR"] = stored
     if not seen:
         raise RuntimeError("no program was compiled: the compile hook no longer sees jax.jit")
     return seen

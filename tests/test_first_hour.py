@@ -120,3 +120,14 @@ def _logit_oracle(f, x):
             for S in itertools.combinations(rest, r):
                 phi[j] += math.factorial(r) * math.factorial(m - r - 1) / math.factorial(m) * (v(S + (j,)) - v(S))
     return phi
+
+
+def test_a_float64_explainers_masker_builds_a_float64_explainer():
+    """An explainer built on another's masker (shap's ``explainer.masker`` idiom) computes in the
+    same precision: a float64 background stays float64, with a link too."""
+    f = lambda Z: 1.0 / (1.0 + np.exp(-np.asarray(Z).sum(1)))  # noqa: E731
+    first = jaxshap.ExactExplainer(f, BG)
+    second = jaxshap.ExactExplainer(f, first.masker, link="logit")
+    got = second(X)
+    assert np.asarray(got.values).dtype == np.float64
+    np.testing.assert_allclose(np.asarray(got.values), [_logit_oracle(f, x) for x in X], atol=1e-6)

@@ -171,8 +171,9 @@ def _shap_keywords(init: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict, d
 
 def float64_rows(data: Any) -> bool:
     """Rows that hold float64 (or integer) numbers: a DataFrame (read as float64), a float64
-    or integer array, or a weighted summary of such rows (``shap.kmeans``)."""
-    if is_summary(data):
+    or integer array, or a weighted summary or masker holding such rows (``shap.kmeans``,
+    ``maskers.Independent``: a masker built in float64 keeps its rows in float64)."""
+    if is_summary(data) or (hasattr(data, "coalition_values") and hasattr(data, "weights") and hasattr(data, "data")):
         data = data.data
     if not is_rows(data) or hasattr(data, "nnz"):
         return False

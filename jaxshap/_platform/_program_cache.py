@@ -195,4 +195,6 @@ def cached_jit(fn: Callable[..., Any] | None = None, *, static_argnames: tuple[s
         return compiled(*leaves)
 
     call.jitted = jitted
+    call.lower = jitted.lower  # the program as jax.jit lowers it (tests read its HLO)
+    call._cache_size = lambda: len(executables) + jitted._cache_size()  # noqa: SLF001 - as jax.jit's
     return call
