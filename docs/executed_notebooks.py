@@ -40,6 +40,9 @@ def kernel_environment(quick: bool) -> dict:
         "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]),
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
         "MPLBACKEND": "module://matplotlib_inline.backend_inline",
+        # shap imports tqdm.auto, which warns in a kernel without ipywidgets; the pages would
+        # show that warning, with this machine's paths, under every `import shap`
+        "PYTHONWARNINGS": "ignore::tqdm.TqdmWarning",
     }
     if quick:
         env["JAXSHAP_NOTEBOOK_QUICK"] = "1"

@@ -11,7 +11,8 @@
 * ``on_pre_build``: fails the build (a warning, which ``--strict`` turns into an error) when a
   public name has no docstring or no entry on an API page.
 * ``on_post_page``: loads the site's MathJax on every page (and drops the notebook pages' own
-  MathJax tag, so it loads once).
+  MathJax tag, so it loads once); fails the build on reStructuredText markup left as raw text
+  (a Sphinx role or directive that ``docs/griffe_roles.py`` did not rewrite).
 * ``on_post_build``: copies MathJax from the ``jupyter-server-mathjax`` wheel into the site, so
   formulas render without a CDN.
 """
@@ -102,8 +103,15 @@ def on_pre_build(config):
                 log.warning("public name %s has no entry on an API page (docs/api/*.md)", full)
 
 
+RAW_MARKUP = re.compile(r":(?:class|func|meth|attr|mod|data|obj|exc|math|ref|doc):(?:<code>|`)|\.\. [a-z-]+::")
+
+
 def on_post_page(output, page, config):
     from mkdocs.utils import get_relative_url
+
+    for raw in RAW_MARKUP.finditer(output):
+        context = re.sub(r"<[^>]+>", "", output[max(0, raw.start() - 60): raw.end() + 60])
+        log.warning("%s: reStructuredText markup shown as raw text: ...%s...", page.file.src_uri, context)
 
     # a notebook page's own MathJax tag goes; every page loads the site's MathJax once, by a path
     # relative to the page (notebook pages do not rewrite extra_javascript paths)
