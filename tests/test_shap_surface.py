@@ -283,6 +283,30 @@ def test_partition_masker_owen_values_against_shap_and_oracle():
         jaxshap.maskers.Partition(bg, clustering=np.zeros((2, 4)))
 
 
+def test_partition_permutation_flips_are_balanced_and_exact_on_shallow_hierarchies():
+    from jaxshap._coalitions._hierarchy import balanced_flips
+
+    flips = np.asarray(jax.jit(balanced_flips, static_argnums=(1, 2))(jax.random.key(3), 16, 7))  # 2 blocks of 8
+    for block in (flips[:8], flips[8:]):
+        assert (block.sum(0) == 4).all()  # every node flips in half the orders
+        for a, b in itertools.combinations(range(7), 2):  # every pair in each combination twice
+            assert np.bincount(2 * block[:, a] + block[:, b], minlength=4).tolist() == [2, 2, 2, 2]
+    assert not (flips[:8] == flips[8:]).all()  # a fresh scramble per block
+    # a balanced hierarchy of depth 3: one block of orders (with their reverses) gives exact Owen values
+    rng = np.random.default_rng(5)
+    bg = rng.normal(size=(12, 8)).astype(np.float32)
+    w = rng.normal(size=(8, 6))
+    model = lambda Z: np.tanh(np.asarray(Z, np.float64) @ w).sum(1) * (1 + np.asarray(Z, np.float64)[:, 1] * np.asarray(Z, np.float64)[:, 6])
+    Z = np.array([[0, 1, 1, 2], [2, 3, 1, 2], [4, 5, 1, 2], [6, 7, 1, 2], [8, 9, 2, 4], [10, 11, 2, 4], [12, 13, 3, 8]], float)
+    masker = jaxshap.maskers.Partition(bg, clustering=Z)
+    x = rng.normal(size=(3, 8)).astype(np.float32)
+    owen = np.asarray(jaxshap.ExactExplainer(model, masker)(x).values)
+    np.testing.assert_allclose(owen, np.stack([_owen_oracle(model, r, bg, Z) for r in x]), atol=1e-5)
+    for seed in range(3):
+        perm = jaxshap.PermutationExplainer(model, masker, n_permutations=16)(x, key=jax.random.key(seed))
+        np.testing.assert_allclose(np.asarray(perm.values), owen, atol=1e-5)
+
+
 # --- 5. data frames and inputs ------------------------------------------------------------------------
 def test_dataframe_columns_are_matched_by_name():
     cols = ["age", "bmi", "bp", "s1"]

@@ -195,3 +195,36 @@ def consistent_ranks(flips, node, side, size):
 
     first = jnp.bitwise_xor(side, flips[..., node])  # [..., M, D]: sibling first
     return (first * size).sum(axis=-1)
+
+
+def balanced_flips(key, n_orders: int, n_nodes: int):
+    r"""``[n_orders, n_nodes]`` int32 flip bits, blocks of a randomly scrambled Hadamard design.
+
+    Row ``r`` of a block flips node ``t`` when :math:`\langle r, c_t \rangle \oplus s_t = 1`
+    (the parity of ``r & c_t``), for ``R`` rows ``r = 0..R-1`` (``R`` the smallest power of two
+    above ``n_nodes``), distinct nonzero codes ``c_t`` and signs ``s_t`` drawn per block, and the
+    rows in a random order. Each node flips in half of a block's rows and each pair of nodes in
+    every combination equally often (an orthogonal array of strength 2; with every order's
+    reverse also walked, strength 3). A feature's rank depends only on the bits of the nodes on
+    its path, so every Walsh term of up to three of them averages out exactly: a walk's
+    estimate of a feature at depth 3 or less is exact after a whole block, where independent
+    fair bits (each order drawn alone) leave sampling noise in every term. A block cut short
+    (``n_orders`` not a multiple of ``R``) is a random subset of its rows. Marginally each row
+    is a uniform draw of the bits, so the estimate stays unbiased.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    size = 1 << max(1, int(n_nodes).bit_length())
+    blocks = -(-int(n_orders) // size)
+
+    def block(k):
+        k_rows, k_codes, k_signs = jax.random.split(k, 3)
+        rows = jax.random.permutation(k_rows, size)
+        codes = jax.random.permutation(k_codes, jnp.arange(1, size, dtype=jnp.int32))[:n_nodes]
+        signs = jax.random.bernoulli(k_signs, 0.5, (n_nodes,)).astype(jnp.int32)
+        parity = jax.lax.population_count(rows[:, None].astype(jnp.int32) & codes[None, :]) & 1
+        return parity ^ signs
+
+    flips = jax.vmap(block)(jax.random.split(key, blocks)).reshape(blocks * size, n_nodes)
+    return flips[:n_orders]

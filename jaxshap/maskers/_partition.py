@@ -11,6 +11,7 @@ import numpy as np
 from .._coalitions._hierarchy import (
     LINKAGES,
     check_linkage,
+    balanced_flips,
     consistent_ranks,
     correlation_distances,
     linkage,
@@ -134,10 +135,10 @@ class Partition(Independent):
 
     def sample_order_ranks(self, key: jax.Array, n_orders: int) -> jax.Array:
         """Ranks of hierarchy-consistent orders: each internal node swaps its two children with
-        probability 1/2 (flipping every node reverses an order, so reverses are as likely)."""
+        probability 1/2 (flipping every node reverses an order, so reverses are as likely), the
+        flips balanced across orders (:func:`jaxshap._coalitions._hierarchy.balanced_flips`)."""
         node, side, size = (jnp.asarray(t) for t in self.order_tables)
-        n_nodes = max(self.n_features - 1, 1)
-        flips = jax.random.bernoulli(key, 0.5, (n_orders, n_nodes)).astype(jnp.int32)
+        flips = balanced_flips(key, n_orders, max(self.n_features - 1, 1))
         return consistent_ranks(flips, node, side, size)
 
 
