@@ -243,6 +243,12 @@ def test_one_hot_categorical_splits():
         expected = shapley_from_game(_hybrid_game(raw, codes[i], bg_codes), 4)[:, 0]
         np.testing.assert_allclose(np.asarray(iv.values)[i], expected, rtol=1e-7, atol=1e-9)
 
+    # a pandas 'category' column is read by its values (what CatBoost trained on), not its codes
+    shifted = rows.assign(c=pd.Categorical(rows["c"], categories=[4, 3, 2, 1, 0]))
+    np.testing.assert_allclose(np.asarray(jaxshap.TreeExplainer(model)(shifted).values), values, rtol=1e-6, atol=1e-9)
+    with pytest.raises(TypeError, match="'c'.*not numbers"):
+        jaxshap.TreeExplainer(model)(rows.assign(c=pd.Categorical(np.asarray(["x", "y"])[rows["c"] % 2])))
+
 
 def _hybrid_game(raw, x, bg):
     """``v(S) = mean_b raw(x_S, b_-S)`` as a function of frozensets (any number of features)."""

@@ -17,8 +17,8 @@ Categorical features: a feature one-hot encoded by CatBoost (no more categories 
 ``one_hot_max_size``) is read as a categorical split. CatBoost reads an integer category as its
 decimal string and stores only the strings' hashes, so the reader asks CatBoost for the hashes of
 the integers 0 to 65535 and maps each split's category back to its integer. ``X`` holds, in a
-categorical column, that integer as a number (an int column; a pandas ``category`` column is read
-by its codes, which equal the values only for categories ``0 .. K-1``). Categories that are not
+categorical column, that integer as a number (an int column, or a pandas ``category`` column,
+read by its values, not its codes: ``TreeEnsemble.category_values``). Categories that are not
 such integers, and splits on target statistics (CTRs, CatBoost's encoding of features with more
 categories) or text and embedding features, raise a ``TypeError``.
 """
@@ -229,7 +229,7 @@ def load_catboost(model) -> TreeEnsemble:
     n_features = max(1 + max(flat, default=-1), len(getattr(model, "feature_names_", None) or []))
     loss_name = spec.get("model_info", {}).get("params", {}).get("loss_function", {}).get("type", "")
     output_transform, loss = _LOSSES.get(loss_name, (None, None))
-    return stack_trees(trees, np.broadcast_to(bias, (k,)), n_features, "CatBoost", precision=np.float32,
+    return stack_trees(trees, np.broadcast_to(bias, (k,)), n_features, "CatBoost", precision=np.float32, category_values=True,
                        output_transform=output_transform, loss=loss)
 
 
