@@ -91,7 +91,7 @@ def register_algorithm(name: str, build: Callable[[Choice], Any], picks: Callabl
 
 
 def is_tree_model(model: Any) -> bool:
-    """A model a registered tree reader recognises (XGBoost, LightGBM, scikit-learn trees, ...;
+    """A model a registered tree reader recognises (XGBoost, LightGBM, CatBoost, scikit-learn trees, ...;
     by its type, without calling it): see :class:`jaxshap.trees.TreeReader`."""
     return reader_for(model) is not None
 
@@ -110,7 +110,7 @@ class Explainer(abc.ABC):
     ``jaxshap.Explainer(model, masker_or_data)`` returns an instance of one of the explainers
     (``isinstance(ex, jaxshap.Explainer)`` holds for all of them), chosen as shap chooses:
 
-    1. a fitted XGBoost, LightGBM or scikit-learn tree model -> :class:`TreeExplainer`
+    1. a fitted XGBoost, LightGBM, CatBoost or scikit-learn tree model -> :class:`TreeExplainer`
        (interventional over the background; path-dependent when no background is given);
     2. a fitted scikit-learn linear model, or a ``(coef, intercept)`` pair ->
        :class:`LinearExplainer` (interventional);

@@ -59,6 +59,9 @@ class TreeEnsemble:
       missing_value: a value read as missing besides NaN (``nan`` when there is none).
       sparse_missing: whether entries absent from a sparse matrix are missing (XGBoost) rather
         than zeros (LightGBM, scikit-learn).
+      category_values: whether a DataFrame's ``category`` columns hold the categories the model
+        was trained on as their values (CatBoost reads ``3`` as the category ``"3"``) rather than
+        as their codes (LightGBM, scikit-learn).
       tree_round: ``[T]`` int boosting round (iteration) of each tree, for ``tree_limit``.
       default_rounds: the number of rounds the model's own ``predict`` uses (early stopping's
         best iteration), or ``None`` for all of them.
@@ -88,6 +91,7 @@ class TreeEnsemble:
     precision: type = np.float32
     missing_value: float = float("nan")
     sparse_missing: bool = False
+    category_values: bool = False
     tree_round: np.ndarray | None = None
     default_rounds: int | None = None
     output_transform: str | None = None

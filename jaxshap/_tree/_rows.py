@@ -5,7 +5,8 @@ library reads it:
 
 * pandas DataFrames column by column: float, int and bool columns as numbers (``True`` is 1),
   the nullable dtypes (``Float64``, ``Int64``, ``boolean``, ...) with ``pd.NA`` as missing,
-  categorical columns as their category codes (missing as NaN);
+  categorical columns as their category codes (missing as NaN), or as their values for a model
+  trained on the values (``category_values``: CatBoost), which must then be numbers;
 * a model library's own containers (``xgboost.DMatrix``: its stored entries, absent entries
   missing) by the registered tree readers (:meth:`._reader.TreeReader.input_rows`);
 * ``scipy.sparse`` matrices: absent entries are missing when the ensemble says so
@@ -22,11 +23,22 @@ from .._core._inputs import as_rows, object_numbers
 from ._reader import readers
 
 
-def _frame_to_numpy(df: Any, name: str) -> np.ndarray:
+def _frame_to_numpy(df: Any, name: str, category_values: bool = False) -> np.ndarray:
     cols = []
     for col in df.columns:
         s = df[col]
         dtype = s.dtype
+        if str(dtype) == "category" and category_values:
+            try:
+                values = np.asarray(s.cat.categories.to_numpy(), dtype=np.float64)
+            except (TypeError, ValueError) as err:
+                raise TypeError(
+                    f"`{name}` column {col!r} is a 'category' column with categories that are not numbers; "
+                    "this model reads a category column by its values: pass the integer categories it was trained on."
+                ) from err
+            codes = np.asarray(s.cat.codes)
+            cols.append(np.where(codes < 0, np.nan, values[np.maximum(codes, 0)] if len(values) else np.nan))
+            continue
         if str(dtype) == "category":
             codes = np.asarray(s.cat.codes, dtype=np.float64)
             cols.append(np.where(codes < 0, np.nan, codes))
@@ -52,9 +64,10 @@ def sparse_to_numpy(x: Any, fill: float) -> np.ndarray:
     return out
 
 
-def host_rows(x: Any, name: str, *, sparse_missing: bool) -> tuple[np.ndarray, list[str] | None]:
+def host_rows(x: Any, name: str, *, sparse_missing: bool, category_values: bool = False) -> tuple[np.ndarray, list[str] | None]:
     """``x`` as a float64 matrix ``[n, M]`` (a single row ``[M]`` is promoted) and its column
-    names when it has them.
+    names when it has them (``category_values``: read DataFrames' category columns by their
+    values, see :class:`._ensemble.TreeEnsemble`).
 
     Raises:
       TypeError: for input that cannot be read as numbers (naming the argument and column).
@@ -69,7 +82,7 @@ def host_rows(x: Any, name: str, *, sparse_missing: bool) -> tuple[np.ndarray, l
         out = sparse_to_numpy(x, np.nan if sparse_missing else 0.0)
     elif hasattr(x, "columns") and hasattr(x, "dtypes") and hasattr(x, "to_numpy"):
         names = [str(c) for c in x.columns]
-        out = _frame_to_numpy(x, name)
+        out = _frame_to_numpy(x, name, category_values)
     else:
         try:
             out = np.asarray(x)

@@ -87,7 +87,7 @@ class TreeExplainer(ExplainRows, ShapAPI):
     with ``B`` for the paths that are not tabulated.
 
     Routing is exactly the library's own: inputs are rounded to the precision the library
-    compares in (float32 for XGBoost and scikit-learn's classic trees, float64 for LightGBM and
+    compares in (float32 for XGBoost, CatBoost and scikit-learn's classic trees, float64 for LightGBM and
     HistGradientBoosting), missing values (NaN, ``pd.NA``, XGBoost's ``missing=`` value, entries
     absent from an XGBoost sparse matrix or DMatrix) go where the model sends them, and the
     kernels compare ranks among the thresholds, so they route exactly whatever ``dtype`` the
@@ -113,7 +113,7 @@ class TreeExplainer(ExplainRows, ShapAPI):
     Efficiency holds: ``values.sum(1) + base_values`` equals the explained output.
 
     Args:
-      model: a fitted XGBoost, LightGBM or scikit-learn tree model, or any model a registered
+      model: a fitted XGBoost, LightGBM, CatBoost or scikit-learn tree model, or any model a registered
         :class:`jaxshap.trees.TreeReader` recognises (see ``TypeError`` below).
       data: background rows ``[B, M]`` for the interventional mode (array, DataFrame, sparse;
         more than 100 rows give shap's sample of 100, with a warning), or
@@ -127,7 +127,7 @@ class TreeExplainer(ExplainRows, ShapAPI):
         must fit in it too, or in 512 MiB when it is smaller (deep trees with very many leaves
         raise a ``ValueError`` saying so).
       dtype: compute dtype. By default the model's: float64 for a model that computes in float64
-        (LightGBM, scikit-learn's trees and forests; computed with x64 enabled for the call only,
+        (LightGBM, CatBoost, scikit-learn's trees and forests; computed with x64 enabled for the call only,
         results as NumPy arrays, as for a host model given float64 rows), float32 for XGBoost; or
         float32 / float64 (the latter under ``jax_enable_x64``) when given.
 
@@ -229,7 +229,8 @@ class TreeExplainer(ExplainRows, ShapAPI):
             data = np.asarray(data.data)
         else:
             data = shap_background(data, "TreeExplainer")
-        bg, self._data_names = host_rows(data, "data", sparse_missing=self.ensemble.sparse_missing)
+        bg, self._data_names = host_rows(data, "data", sparse_missing=self.ensemble.sparse_missing,
+                                            category_values=self.ensemble.category_values)
         self._check_n_features(bg, "data")
         if bg.shape[0] == 0:
             raise ValueError("`data` has no rows; pass at least one background row.")
