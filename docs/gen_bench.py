@@ -1,10 +1,11 @@
 """Turn ``python -m bench`` JSON results into the site's benchmarks page.
 
-``render()`` (called by ``docs/hooks.py`` at build time) reads the newest results it finds:
-the folder named by ``JAXSHAP_BENCH_RESULTS`` (CI points it at the quick run it just made),
-else ``bench/results/`` (a local ``python -m bench`` run), else the committed snapshot in
-``docs/bench_results/``. Every figure on the page comes from those files; each scenario says
-whether it was a ``--quick`` run, when it ran and on what machine.
+``render()`` (called by ``docs/hooks.py`` at build time) reads the committed full runs in
+``docs/bench_results/`` (``JAXSHAP_BENCH_RESULTS`` names another folder, to preview a local
+run). Every figure on the page comes from those files; each scenario says when it ran and on
+what machine, and its ratio columns (speed-ups, error ratios) are also drawn as bar charts on a
+log scale. ``--quick`` runs (CI's check that every scenario runs) are never shown: a scenario
+whose file is a quick run is listed as not yet run in full.
 
 ``python docs/gen_bench.py --snapshot DIR`` copies the JSON files of ``DIR`` into
 ``docs/bench_results/``, adding the run's date (the files' modification time, UTC).
@@ -24,10 +25,67 @@ SNAPSHOT = ROOT / "docs" / "bench_results"
 
 
 def results_dir() -> Path:
-    for candidate in (os.environ.get("JAXSHAP_BENCH_RESULTS"), ROOT / "bench" / "results", SNAPSHOT):
-        if candidate and any(Path(candidate).glob("*.json")):
-            return Path(candidate)
-    return SNAPSHOT
+    preview = os.environ.get("JAXSHAP_BENCH_RESULTS")
+    return Path(preview) if preview else SNAPSHOT
+
+
+# ratio columns drawn as charts: (a test on the lower-cased column name, whether higher is better)
+_RATIOS = (
+    (lambda k: "speed-up" in k or k.startswith(("vs ", "shap / jaxshap", "shapiq / jaxshap", "xgboost / jaxshap",
+                                                 "ref / jaxshap", "shap / default", "best other / default",
+                                                 "shapiq mse / jaxshap", "shap / jaxshap cached")), True),
+    (lambda k: k.startswith(("jaxshap / shap", "jaxshap / floor", "warm / floor", "s / floor")), False),
+)
+
+
+def _ratio_columns(rows: list[dict]) -> list[tuple[str, bool]]:
+    keys = list(dict.fromkeys(k for row in rows for k in row))
+    out = []
+    for key in keys:
+        for test, higher in _RATIOS:
+            values = [_number(row.get(key)) for row in rows]
+            if test(key.lower()) and any(v is not None and v > 0 for v in values):
+                out.append((key, higher))
+                break
+    return out
+
+
+def _number(value) -> float | None:
+    try:
+        return float(str(value).rstrip("x"))
+    except (TypeError, ValueError):
+        return None
+
+
+def _chart(rows: list[dict], key: str, higher_better: bool) -> str:
+    """An inline SVG of horizontal bars on a log scale, one per row, with a line at 1x."""
+    import math
+
+    keys = [k for k in rows[0] if k != key]
+    labelled = [(" · ".join(_cell(row.get(k, "")) for k in keys[:2]), _number(row.get(key))) for row in rows]
+    labelled = [(label, v) for label, v in labelled if v is not None and v > 0]
+    if not labelled:
+        return ""
+    lo = min(0.5, min(v for _, v in labelled) / 1.5)
+    hi = max(2.0, max(v for _, v in labelled) * 1.5)
+    left, width, bar, gap = 230, 380, 16, 6
+    x = lambda v: left + width * (math.log(v) - math.log(lo)) / (math.log(hi) - math.log(lo))  # noqa: E731
+    height = 28 + len(labelled) * (bar + gap)
+    note = "higher is better" if higher_better else "lower is better"
+    parts = [f'<svg class="bench-chart" role="img" viewBox="0 0 {left + width + 70} {height}" '
+             f'width="{left + width + 70}" height="{height}" xmlns="http://www.w3.org/2000/svg">',
+             f'<title>{key} ({note})</title>',
+             f'<text x="{left}" y="12" font-size="11">{key} ({note}, log scale)</text>']
+    for i, (label, v) in enumerate(labelled):
+        y = 20 + i * (bar + gap)
+        good = (v >= 1) == higher_better
+        colour = "#2e7d32" if good else "#c62828"
+        parts.append(f'<text x="{left - 6}" y="{y + bar - 4}" font-size="11" text-anchor="end">{label[:40]}</text>')
+        parts.append(f'<rect x="{min(x(1), x(v)):.1f}" y="{y}" width="{abs(x(v) - x(1)):.1f}" height="{bar}" fill="{colour}"/>')
+        parts.append(f'<text x="{max(x(1), x(v)) + 4:.1f}" y="{y + bar - 4}" font-size="11">{v:.3g}x</text>')
+    parts.append(f'<line x1="{x(1):.1f}" x2="{x(1):.1f}" y1="16" y2="{height}" stroke="#555" stroke-dasharray="3,2"/>')
+    parts.append("</svg>")
+    return "".join(parts)
 
 
 def _date(path: Path, payload: dict) -> str:
@@ -69,17 +127,21 @@ def render() -> str:
     if not files:
         return "\n".join(out + ["No results found: run `python -m bench --quick` and build again."])
     payloads = [(f, json.loads(f.read_text())) for f in files]
-    if any(p.get("quick") for _, p in payloads):
-        out += ['!!! warning "Quick runs"',
-                "    Scenarios marked *quick* ran with `--quick`: small sizes that check every scenario "
-                "works and gives sane numbers. Their timings are dominated by overheads and are not "
-                "the headline figures; the README quotes full runs.", ""]
+    waiting = [p.get("scenario", f.stem) for f, p in payloads if p.get("quick")]
+    payloads = [(f, p) for f, p in payloads if not p.get("quick")]
+    if waiting:
+        out += ['!!! note "Not yet run in full"',
+                "    These scenarios have no committed full run, so no figures are shown for them "
+                "(CI runs every scenario with `--quick`, which only checks that it works): "
+                + ", ".join(f"`{name}`" for name in waiting) + ".", ""]
     for path, payload in payloads:
-        mode = "quick" if payload.get("quick") else "full"
         out += [f"## `{payload.get('scenario', path.stem)}`: {payload.get('title', '')}", "",
-                f"*{mode} run, {_date(path, payload)}; {_machine(payload.get('environment', {}))}.*", ""]
+                f"*Full run, {_date(path, payload)}; {_machine(payload.get('environment', {}))}.*", ""]
         for name, rows in payload.get("tables", {}).items():
-            out += [f"**{name}**", ""] + _table(rows) + [""]
+            out += [f"**{name}**", ""]
+            for key, higher in _ratio_columns(rows) if rows else []:
+                out += [_chart(rows, key, higher), ""]
+            out += ['<div class="bench-table" markdown>', ""] + _table(rows) + ["", "</div>", ""]
         out += [f"- {note}" for note in payload.get("notes", [])]
         out += [f"- check {'passed' if ok else 'FAILED'}: {check}" for check, ok in payload.get("checks", {}).items()]
         out += [""]
