@@ -231,7 +231,8 @@ def test_search_finds_kernel_explainer(browser):
 def test_screenshots(browser):
     page, base = browser
     ARTEFACTS.mkdir(parents=True, exist_ok=True)
-    for name, rel in (("home.png", ""), ("api_jaxshap.png", "api/jaxshap/")):
+    for name, rel in (("home.png", ""), ("explainer_tree.png", "explainers/tree/"), ("api_jaxshap.png", "api/jaxshap/"),
+                      ("benchmarks.png", "benchmarks/")):
         page.goto(base + rel)
         page.wait_for(IDLE)
         page.screenshot(ARTEFACTS / name)
