@@ -72,6 +72,14 @@ class TreeEnsemble:
         categorical split (``missing == MISSING_CATEGORICAL``) the input is a category code
         and goes left iff its bit is set (a NaN goes the default way; a negative or
         out-of-range code goes right).
+      cat_invalid_left: ``[T, N]`` bool, where a negative or out-of-range code goes at each
+        categorical split (``None`` with ``cat_left``).
+      categories: ``{j: (labels, numbers)}`` for categorical features whose library reads only
+        the categories it was fitted on (scikit-learn's HistGradientBoosting), or ``None``:
+        :meth:`prepare` reads a value of feature ``j`` outside ``numbers`` as missing (so an
+        unseen category goes where a NaN goes), and a DataFrame's ``category`` column ``j`` is
+        read as ``numbers[i]`` for its label ``labels[i]`` (NaN for other labels) rather than as
+        its codes (see :func:`jaxshap._tree._rows.host_rows`).
     """
 
     feature: np.ndarray
@@ -94,6 +102,7 @@ class TreeEnsemble:
     loss: str | None = None
     cat_left: np.ndarray | None = None
     cat_invalid_left: np.ndarray | None = None
+    categories: dict | None = None
 
     @property
     def n_trees(self) -> int:
@@ -125,12 +134,17 @@ class TreeEnsemble:
 
     def prepare(self, X) -> np.ndarray:
         """Rows as the library reads them: float64 holding values rounded to ``precision``, with
-        ``missing_value`` replaced by NaN."""
+        ``missing_value`` and the values outside a feature's ``categories`` replaced by NaN
+        (idempotent: prepared rows come back unchanged)."""
         X = np.asarray(X, dtype=np.float64)
         rounded = X.astype(self.precision)
         if not np.isnan(self.missing_value):
             rounded = np.where(rounded == self.precision(self.missing_value), np.nan, rounded)
-        return np.asarray(rounded, dtype=np.float64)
+        out = np.asarray(rounded, dtype=np.float64)
+        for j, (_, numbers) in (self.categories or {}).items():
+            if out.ndim == 2 and j < out.shape[1]:
+                out[:, j] = np.where(np.isin(out[:, j], numbers), out[:, j], np.nan)
+        return out
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Raw output ``[n, K]`` by walking every tree (a NumPy reference, for tests)."""

@@ -84,7 +84,8 @@ class ExplainRows:
     def _host_rows(self, X: Any) -> tuple[np.ndarray, list[str] | None]:
         """``X`` read as the model's library reads it: ``[n, M]`` float64 (NaN missing), and its column names."""
         X = align_columns(X, self._data_names, "X")
-        Xh, names = host_rows(X, "X", sparse_missing=self.ensemble.sparse_missing)
+        Xh, names = host_rows(X, "X", sparse_missing=self.ensemble.sparse_missing,
+                              categories=self.ensemble.categories)
         self._check_n_features(Xh, "X")
         return Xh, names
 

@@ -229,7 +229,8 @@ class TreeExplainer(ExplainRows, ShapAPI):
             data = np.asarray(data.data)
         else:
             data = shap_background(data, "TreeExplainer")
-        bg, self._data_names = host_rows(data, "data", sparse_missing=self.ensemble.sparse_missing)
+        bg, self._data_names = host_rows(data, "data", sparse_missing=self.ensemble.sparse_missing,
+                                          categories=self.ensemble.categories)
         self._check_n_features(bg, "data")
         if bg.shape[0] == 0:
             raise ValueError("`data` has no rows; pass at least one background row.")
