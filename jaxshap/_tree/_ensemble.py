@@ -50,7 +50,9 @@ class TreeEnsemble:
       missing: ``[T, N]`` int8 missing-value rule (``MISSING_*``).
       value: ``[T, N, K]`` float64 node values; only leaves' values are used. Scaled so that
         ``base + sum_t value[t, leaf_t(x)]`` is the model's raw output (margin).
-      cover: ``[T, N]`` float64 training cover (hessian sum or sample count) of each node.
+      cover: ``[T, N]`` float64 training cover (hessian sum or sample count) of each node; NaN
+        where the format records none (ONNX without usable ``nodes_hitrates``): the
+        path-dependent game and Saabas values need covers (see :attr:`has_cover`).
       base: ``[K]`` float64 constant added to the trees' sum.
       n_features: ``M``.
       source: a short description of the imported model.
@@ -107,6 +109,11 @@ class TreeEnsemble:
     @property
     def n_trees(self) -> int:
         return self.feature.shape[0]
+
+    @property
+    def has_cover(self) -> bool:
+        """Whether every node's cover is known (the path-dependent game needs them)."""
+        return bool(np.isfinite(self.cover).all())
 
     @property
     def n_outputs(self) -> int:
