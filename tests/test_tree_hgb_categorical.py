@@ -23,10 +23,19 @@ import jaxshap
 from oracle import shapley_from_game
 
 from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor  # noqa: E402
+from threadpoolctl import threadpool_limits  # noqa: E402
 
 from jaxshap._tree._import import import_model  # noqa: E402
 
 KINDS = ["reg", "bin", "multi"]
+
+
+@pytest.fixture(autouse=True)
+def one_openmp_thread():
+    """scikit-learn's OpenMP threads spin-wait; on a busy 2-core machine a 5-iteration fit took
+    0.03 s or 3 s at random. One thread keeps these small fits and predictions fast."""
+    with threadpool_limits(1, "openmp"):
+        yield
 LEVELS = np.asarray([0, 3, 5, 7, 12, 40, 41, 60], np.float64)  # gaps, and more than 32 values: two words
 
 
