@@ -50,7 +50,9 @@ class TreeEnsemble:
       missing: ``[T, N]`` int8 missing-value rule (``MISSING_*``).
       value: ``[T, N, K]`` float64 node values; only leaves' values are used. Scaled so that
         ``base + sum_t value[t, leaf_t(x)]`` is the model's raw output (margin).
-      cover: ``[T, N]`` float64 training cover (hessian sum or sample count) of each node.
+      cover: ``[T, N]`` float64 training cover (hessian sum or sample count) of each node; NaN
+        where the format records none (ONNX without usable ``nodes_hitrates``): the
+        path-dependent game and Saabas values need covers (see :attr:`has_cover`).
       base: ``[K]`` float64 constant added to the trees' sum.
       n_features: ``M``.
       source: a short description of the imported model.
@@ -75,6 +77,14 @@ class TreeEnsemble:
         categorical split (``missing == MISSING_CATEGORICAL``) the input is a category code
         and goes left iff its bit is set (a NaN goes the default way; a negative or
         out-of-range code goes right).
+      cat_invalid_left: ``[T, N]`` bool, where a negative or out-of-range code goes at each
+        categorical split (``None`` with ``cat_left``).
+      categories: ``{j: (labels, numbers)}`` for categorical features whose library reads only
+        the categories it was fitted on (scikit-learn's HistGradientBoosting), or ``None``:
+        :meth:`prepare` reads a value of feature ``j`` outside ``numbers`` as missing (so an
+        unseen category goes where a NaN goes), and a DataFrame's ``category`` column ``j`` is
+        read as ``numbers[i]`` for its label ``labels[i]`` (NaN for other labels) rather than as
+        its codes (see :func:`jaxshap._tree._rows.host_rows`).
     """
 
     feature: np.ndarray
@@ -98,10 +108,16 @@ class TreeEnsemble:
     loss: str | None = None
     cat_left: np.ndarray | None = None
     cat_invalid_left: np.ndarray | None = None
+    categories: dict | None = None
 
     @property
     def n_trees(self) -> int:
         return self.feature.shape[0]
+
+    @property
+    def has_cover(self) -> bool:
+        """Whether every node's cover is known (the path-dependent game needs them)."""
+        return bool(np.isfinite(self.cover).all())
 
     @property
     def n_outputs(self) -> int:
@@ -129,12 +145,17 @@ class TreeEnsemble:
 
     def prepare(self, X) -> np.ndarray:
         """Rows as the library reads them: float64 holding values rounded to ``precision``, with
-        ``missing_value`` replaced by NaN."""
+        ``missing_value`` and the values outside a feature's ``categories`` replaced by NaN
+        (idempotent: prepared rows come back unchanged)."""
         X = np.asarray(X, dtype=np.float64)
         rounded = X.astype(self.precision)
         if not np.isnan(self.missing_value):
             rounded = np.where(rounded == self.precision(self.missing_value), np.nan, rounded)
-        return np.asarray(rounded, dtype=np.float64)
+        out = np.asarray(rounded, dtype=np.float64)
+        for j, (_, numbers) in (self.categories or {}).items():
+            if out.ndim == 2 and j < out.shape[1]:
+                out[:, j] = np.where(np.isin(out[:, j], numbers), out[:, j], np.nan)
+        return out
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Raw output ``[n, K]`` by walking every tree (a NumPy reference, for tests)."""

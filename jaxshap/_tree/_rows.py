@@ -5,8 +5,9 @@ library reads it:
 
 * pandas DataFrames column by column: float, int and bool columns as numbers (``True`` is 1),
   the nullable dtypes (``Float64``, ``Int64``, ``boolean``, ...) with ``pd.NA`` as missing,
-  categorical columns as their category codes (missing as NaN), or as their values for a model
-  trained on the values (``category_values``: CatBoost), which must then be numbers;
+  categorical columns as their category codes (missing as NaN), or, for a feature whose model
+  names its categories (the ensemble's ``categories``), by their labels, or by their values for a
+  model trained on the values (``category_values``: CatBoost), which must then be numbers;
 * a model library's own containers (``xgboost.DMatrix``: its stored entries, absent entries
   missing) by the registered tree readers (:meth:`._reader.TreeReader.input_rows`);
 * ``scipy.sparse`` matrices: absent entries are missing when the ensemble says so
@@ -23,9 +24,18 @@ from .._core._inputs import as_rows, object_numbers
 from ._reader import readers
 
 
-def _frame_to_numpy(df: Any, name: str, category_values: bool = False) -> np.ndarray:
+def _by_label(s: Any, labels: np.ndarray, numbers: np.ndarray) -> np.ndarray:
+    """A ``category`` column read as the number each label has in the model (NaN for a label
+    the model does not know, and for a missing entry)."""
+    number_of = dict(zip(np.asarray(labels, dtype=object).tolist(), np.asarray(numbers, np.float64).tolist()))
+    per_category = np.asarray([number_of.get(c, np.nan) for c in s.cat.categories.tolist()] + [np.nan])
+    return per_category[np.asarray(s.cat.codes, dtype=np.int64)]  # code -1 (missing) picks the last entry
+
+
+def _frame_to_numpy(df: Any, name: str, categories: dict | None = None,
+                    category_values: bool = False) -> np.ndarray:
     cols = []
-    for col in df.columns:
+    for j, col in enumerate(df.columns):
         s = df[col]
         dtype = s.dtype
         if str(dtype) == "category" and category_values:
@@ -40,6 +50,9 @@ def _frame_to_numpy(df: Any, name: str, category_values: bool = False) -> np.nda
             cols.append(np.where(codes < 0, np.nan, values[np.maximum(codes, 0)] if len(values) else np.nan))
             continue
         if str(dtype) == "category":
+            if categories and j in categories:
+                cols.append(_by_label(s, *categories[j]))
+                continue
             codes = np.asarray(s.cat.codes, dtype=np.float64)
             cols.append(np.where(codes < 0, np.nan, codes))
             continue
@@ -64,10 +77,12 @@ def sparse_to_numpy(x: Any, fill: float) -> np.ndarray:
     return out
 
 
-def host_rows(x: Any, name: str, *, sparse_missing: bool, category_values: bool = False) -> tuple[np.ndarray, list[str] | None]:
+def host_rows(x: Any, name: str, *, sparse_missing: bool, categories: dict | None = None,
+              category_values: bool = False) -> tuple[np.ndarray, list[str] | None]:
     """``x`` as a float64 matrix ``[n, M]`` (a single row ``[M]`` is promoted) and its column
-    names when it has them (``category_values``: read DataFrames' category columns by their
-    values, see :class:`._ensemble.TreeEnsemble`).
+    names when it has them; ``categories`` (the ensemble's, ``{j: (labels, numbers)}``) reads a
+    DataFrame's ``category`` column ``j`` by its labels, ``category_values`` every ``category``
+    column by its values (see :class:`._ensemble.TreeEnsemble`).
 
     Raises:
       TypeError: for input that cannot be read as numbers (naming the argument and column).
@@ -82,7 +97,7 @@ def host_rows(x: Any, name: str, *, sparse_missing: bool, category_values: bool 
         out = sparse_to_numpy(x, np.nan if sparse_missing else 0.0)
     elif hasattr(x, "columns") and hasattr(x, "dtypes") and hasattr(x, "to_numpy"):
         names = [str(c) for c in x.columns]
-        out = _frame_to_numpy(x, name, category_values)
+        out = _frame_to_numpy(x, name, categories, category_values)
     else:
         try:
             out = np.asarray(x)

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ._ensemble import Tree, TreeEnsemble, make_tree, one_hot_values, stack_trees
+from ._hist_gradient_boosting import load_hist_gradient_boosting
 from ._reader import TreeReader, require_fitted, root_module
 
 _CLASSES = {
@@ -81,7 +82,7 @@ def _load(model) -> TreeEnsemble:
     (classifiers) returns; a forest is the mean of its trees. Gradient boosting explains the raw
     margin (``decision_function``): the init estimator's constant plus ``learning_rate`` times
     the trees. Histogram gradient boosting likewise (its leaf values already hold the
-    learning rate).
+    learning rate; categorical splits too, see :mod:`._hist_gradient_boosting`).
     """
     name = type(model).__name__
     n_features = int(getattr(model, "n_features_in_", 0))
@@ -110,26 +111,7 @@ def _load(model) -> TreeEnsemble:
                 trees.append(sklearn_tree(est.tree_, one_hot_values(v, j, k)))
         return stack_trees(trees, base, n_features, name)
     if name in ("HistGradientBoostingRegressor", "HistGradientBoostingClassifier"):
-        cat = getattr(model, "is_categorical_", None)
-        if cat is not None and np.any(cat):
-            raise TypeError("TreeExplainer does not support categorical features in HistGradientBoosting models.")
-        base = np.asarray(model._baseline_prediction, dtype=np.float64).reshape(-1)
-        k = base.shape[0]
-        trees = []
-        for predictors in model._predictors:
-            for j, pred in enumerate(predictors):
-                nd = pred.nodes
-                leaf = nd["is_leaf"].astype(bool)
-                left = np.where(leaf, -1, nd["left"]).astype(np.int64)
-                right = np.where(leaf, -1, nd["right"]).astype(np.int64)
-                v = np.where(leaf, nd["value"], 0.0)
-                trees.append(
-                    make_tree(
-                        nd["feature_idx"], nd["num_threshold"], left, right,
-                        nd["missing_go_to_left"].astype(bool), one_hot_values(v, j, k), nd["count"],
-                    )
-                )
-        return stack_trees(trees, base, n_features, name)
+        return load_hist_gradient_boosting(model)
     raise TypeError(f"Unsupported scikit-learn model {name}.")
 
 

@@ -112,6 +112,20 @@ class Build:
     weights: np.ndarray | None = None  # [B] the background rows' weights (interventional)
 
 
+def require_cover(ensemble: TreeEnsemble, what: str) -> None:
+    """Raise unless the ensemble knows its node covers, which ``what`` needs.
+
+    Raises:
+      ValueError: saying how to go on (background rows, or covers counted on them).
+    """
+    if not ensemble.has_cover:
+        raise ValueError(
+            f"{what} needs the trees' node covers (training sample counts), and this {ensemble.source} model "
+            "records none. Pass background rows `data` [B, M] for interventional values, or `data` with "
+            "feature_perturbation='tree_path_dependent' to count the covers on those rows."
+        )
+
+
 def cover_from_data(e: TreeEnsemble, X: np.ndarray, weights: np.ndarray | None = None) -> TreeEnsemble:
     """The ensemble with each node's cover replaced by the number (or the total ``weights``) of
     rows of ``X`` (already prepared) that pass through it, counted for all trees at once, one

@@ -28,7 +28,7 @@ from ..._engine._shap_api import as_host64, interactions_as_values, precision
 from ..._estimators._interactions import INDICES, interaction_order
 from ..._result._explanation import Explanation
 from ..._tree._rows import host_rows
-from ._build import put
+from ._build import put, require_cover
 from ._kernels import interaction_rows
 from ._outputs import assert_additive
 
@@ -85,6 +85,7 @@ class ExplainRows:
         """``X`` read as the model's library reads it: ``[n, M]`` float64 (NaN missing), and its column names."""
         X = align_columns(X, self._data_names, "X")
         Xh, names = host_rows(X, "X", sparse_missing=self.ensemble.sparse_missing,
+                              categories=self.ensemble.categories,
                               category_values=self.ensemble.category_values)
         self._check_n_features(Xh, "X")
         return Xh, names
@@ -104,6 +105,8 @@ class ExplainRows:
         rounds = self._builder.rounds(tree_limit)
         if approximate and self._output.transform != "identity":
             raise ValueError("approximate=True explains the raw output only; use model_output='raw'.")
+        if approximate:
+            require_cover(self.ensemble, "approximate=True (Saabas values)")
         build = self._builder.build(rounds, bool(approximate))
         Xp = self.ensemble.prepare(Xh)
         codes = build.router.encode(Xp, np.float32)

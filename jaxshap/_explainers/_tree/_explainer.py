@@ -25,7 +25,7 @@ from ..._result._host import to_host
 from ..._tree._ensemble import TreeEnsemble
 from ..._tree._import import find_reader
 from ..._tree._rows import host_rows
-from ._build import Build, TreeBuilder, cover_from_data
+from ._build import Build, TreeBuilder, cover_from_data, require_cover
 from ._decompose import decompose
 from ._explain import ExplainRows, n_rows
 from ._outputs import OUTPUTS, TreeOutput
@@ -87,11 +87,11 @@ class TreeExplainer(ExplainRows, ShapAPI):
     with ``B`` for the paths that are not tabulated.
 
     Routing is exactly the library's own: inputs are rounded to the precision the library
-    compares in (float32 for XGBoost, CatBoost and scikit-learn's classic trees, float64 for LightGBM and
-    HistGradientBoosting), missing values (NaN, ``pd.NA``, XGBoost's ``missing=`` value, entries
-    absent from an XGBoost sparse matrix or DMatrix) go where the model sends them, and the
-    kernels compare ranks among the thresholds, so they route exactly whatever ``dtype`` the
-    attributions are computed in. The sklearn wrappers of XGBoost and LightGBM predict with the
+    compares in (float32 for XGBoost, CatBoost, scikit-learn's classic trees and ONNX float inputs, float64
+    for LightGBM and HistGradientBoosting), missing values (NaN, ``pd.NA``, XGBoost's ``missing=``
+    value, entries absent from an XGBoost sparse matrix or DMatrix) and categories the model
+    never saw go where the model sends them, and the kernels compare ranks among the thresholds,
+    so they route exactly whatever ``dtype`` the attributions are computed in. The sklearn wrappers of XGBoost and LightGBM predict with the
     best iteration after early stopping; that is what is explained (``tree_limit`` overrides it).
 
     Outputs (``model_output``):
@@ -113,8 +113,11 @@ class TreeExplainer(ExplainRows, ShapAPI):
     Efficiency holds: ``values.sum(1) + base_values`` equals the explained output.
 
     Args:
-      model: a fitted XGBoost, LightGBM, CatBoost or scikit-learn tree model, or any model a registered
-        :class:`jaxshap.trees.TreeReader` recognises (see ``TypeError`` below).
+      model: a fitted XGBoost, LightGBM, CatBoost or scikit-learn tree model (HistGradientBoosting with
+        categorical splits too), an ONNX ``ModelProto`` with one ``TreeEnsembleRegressor`` /
+        ``TreeEnsembleClassifier`` node (no covers unless its ``nodes_hitrates`` add up: pass
+        ``data``), or any model a registered :class:`jaxshap.trees.TreeReader` recognises (see
+        ``TypeError`` below).
       data: background rows ``[B, M]`` for the interventional mode (array, DataFrame, sparse;
         more than 100 rows give shap's sample of 100, with a warning), or
         ``jaxshap.maskers.Independent(rows, max_samples=None)`` to keep every row, or a weighted
@@ -186,6 +189,8 @@ class TreeExplainer(ExplainRows, ShapAPI):
             self._background_weights = None
             if data is not None:
                 self._read_background(data, recount=explicit == "tree_path_dependent")
+            if feature_perturbation == "tree_path_dependent":
+                require_cover(self.ensemble, "feature_perturbation='tree_path_dependent'")
             self.n_outputs = self._output.n_outputs
             self._output_names = declared_output_names(model, self.n_outputs)  # a classifier's classes_
             self._set_builder()
@@ -230,7 +235,8 @@ class TreeExplainer(ExplainRows, ShapAPI):
         else:
             data = shap_background(data, "TreeExplainer")
         bg, self._data_names = host_rows(data, "data", sparse_missing=self.ensemble.sparse_missing,
-                                            category_values=self.ensemble.category_values)
+                                          categories=self.ensemble.categories,
+                                          category_values=self.ensemble.category_values)
         self._check_n_features(bg, "data")
         if bg.shape[0] == 0:
             raise ValueError("`data` has no rows; pass at least one background row.")
