@@ -9,8 +9,8 @@ window.MathJax = {
     styles: { "@font-face": { "font-family": "MathJax_Blank", src: "local('MathJax_Blank')" } },
   },
   // the wheel has no calligraphic/script faces for STIX-Web's HTML-CSS output (a 404 otherwise);
-  // for the same reason the pages write E[...] with \mathrm, not \mathbb
-  TeX: { Macros: { mathcal: ["\\mathit{#1}", 1], mathscr: ["\\mathit{#1}", 1] } },
+  // nor the AMS double-struck face: \mathbb (the docstrings' expectations) is set upright
+  TeX: { Macros: { mathcal: ["\\mathit{#1}", 1], mathscr: ["\\mathit{#1}", 1], mathbb: ["\\mathrm{#1}", 1] } },
   tex2jax: {
     inlineMath: [["\\(", "\\)"]],
     displayMath: [["\\[", "\\]"]],
