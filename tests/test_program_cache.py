@@ -30,8 +30,10 @@ print(len(compiled), repr(np.asarray(v).tolist()), jax.config.jax_compilation_ca
 """
 
 
-def _job(folder):
+def _job(folder, devices=None):
     env = {**os.environ, "JAXSHAP_CACHE_DIR": str(folder)}
+    if devices is not None:
+        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
     out = subprocess.run([sys.executable, "-c", JOB], capture_output=True, text=True, env=env, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     n, rest = out.stdout.strip().splitlines()[-1].split(" ", 1)
@@ -61,6 +63,19 @@ def test_a_second_process_loads_the_program_and_a_damaged_entry_is_compiled_agai
     assert n5 == 0 and v5 == v1
     n4, _, _ = _job("off")
     assert n4 == 1
+
+
+@pytest.mark.slow
+def test_a_process_with_several_devices_neither_stores_nor_loads(tmp_path):
+    # jax 0.10.2 loads a stored one-device executable, in a process that sees two CPU devices, as
+    # one that expects its arguments on both: the second process failed ("Expected args to
+    # execute_sharded_on_local_devices to have 2 shards") before the store skipped such processes
+    n1, v1, _ = _job(tmp_path, devices=2)
+    n2, v2, _ = _job(tmp_path, devices=2)
+    assert n1 == n2 == 1 and v2 == v1 and not _entries(tmp_path)
+    n3, v3, _ = _job(tmp_path)  # one device: stored as before
+    assert n3 == 1 and len(_entries(tmp_path)) == 1
+    np.testing.assert_allclose(np.asarray(eval(v3)), np.asarray(eval(v1)), rtol=1e-5, atol=1e-6)
 
 
 def test_an_entry_is_checked_and_the_store_is_bounded(tmp_path, monkeypatch):

@@ -22,7 +22,9 @@ this one touches only jaxshap's programs and leaves JAX's configuration as the u
 * Programs that call back into Python (a NumPy model through ``pure_callback``) cannot be
   serialised, and programs with large constants moved out of their text (arrays a model closes
   over) cannot be keyed by their text; they are compiled as usual. So are traced calls (inside the user's ``jit`` or
-  ``grad``) and calls on several devices.
+  ``grad``), calls on several devices, programs partitioned over several devices, and every
+  program of a process that sees several local devices (jax 0.10.2 loads a stored one-device
+  executable there as one that expects arguments on all of them).
 * ``JAXSHAP_CACHE_DIR`` names the folder (default ``~/.cache/jaxshap/xla``); ``off`` turns the
   store off (:func:`jaxshap._platform._config.program_cache_dir`).
 """
@@ -140,6 +142,19 @@ def _executable_inputs(lowered: Any) -> int | None:
         return None
 
 
+def _one_device(executable: Any) -> bool:
+    """Whether every input and output of ``executable`` lives on one and the same device. A
+    program that the compiler partitioned over several devices (a ``shard_map`` over a mesh
+    can be lowered from single-device arguments) is not stored: loaded in a process whose
+    arguments are placed otherwise it fails ("Expected args ... to have 2 shards")."""
+    try:
+        shardings = jax.tree_util.tree_leaves((executable.input_shardings, executable.output_shardings))
+        devices = {d for sharding in shardings for d in sharding.device_set}
+    except Exception:  # pragma: no cover - another JAX version: do not trust it
+        return False
+    return len(devices) <= 1
+
+
 def _load_or_compile(lowered: Any, n_inputs: int) -> Any:
     """The executable of ``lowered`` on ``n_inputs`` leaves: from the folder when a good entry is
     there, else compiled (and written there when it can be serialised); ``None`` for a program
@@ -148,16 +163,23 @@ def _load_or_compile(lowered: Any, n_inputs: int) -> Any:
     from jax.experimental.serialize_executable import deserialize_and_load, serialize
 
     folder = program_cache_dir()
-    if folder is None or _executable_inputs(lowered) != n_inputs:
+    if folder is None or _executable_inputs(lowered) != n_inputs or jax.local_device_count() != 1:
+        # several local devices: a loaded executable, even a one-device one, expects arguments
+        # on all of them ("Expected args ... to have 2 shards"; jax 0.10.2), so it is compiled
         return None
     path = os.path.join(folder, _entry_key(lowered) + ".xla")
     payload = _read(path)
     if payload is not None:
         try:
-            return deserialize_and_load(payload, lowered.in_tree, lowered.out_tree)
+            loaded = deserialize_and_load(payload, lowered.in_tree, lowered.out_tree)
         except Exception:  # written by another jaxlib build, or damaged in a way the digest missed
-            _remove(path)
+            loaded = None
+        if loaded is not None and _one_device(loaded):
+            return loaded
+        _remove(path)
     compiled = lowered.compile()
+    if not _one_device(compiled):  # partitioned over several devices: never stored
+        return compiled
     try:
         payload, _, _ = serialize(compiled)
     except Exception:  # host callbacks and other unserialisable programs
