@@ -3,8 +3,8 @@
 Public API (everything else is private):
 
 * Explainers: :class:`Explainer` (picks one as ``shap.Explainer`` does), :class:`ExactExplainer`,
-  :class:`PermutationExplainer`, :class:`PartitionExplainer`, :class:`KernelExplainer`,
-  :class:`LinearExplainer`, :class:`TreeExplainer` (also as shap spells them:
+  :class:`PermutationExplainer`, :class:`PartitionExplainer`, :class:`CoalitionExplainer`,
+  :class:`KernelExplainer`, :class:`LinearExplainer`, :class:`TreeExplainer` (also as shap spells them:
   :mod:`jaxshap.explainers`); for differentiable models :class:`GradientExplainer` (expected
   gradients), :func:`integrated_gradients` and :class:`AmortizedExplainer` (FastSHAP).
 * Result: :class:`Explanation`; :class:`Decomposition` (``TreeExplainer.decompose``: the exact
@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # the public names; each is imported on its first use (jaxsha
     from ._platform._cache import enable_compilation_cache
     from ._core._validate import DEFAULT_MEMORY_BUDGET
     from ._explainers._auto import Explainer
+    from ._explainers._coalition import CoalitionExplainer
     from ._explainers._exact import ExactExplainer
     from ._explainers._gradient import GradientExplainer, integrated_gradients
     from ._result._decomposition import Decomposition
@@ -62,6 +63,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ALE",
     "AmortizedExplainer",
+    "CoalitionExplainer",
     "DEFAULT_MEMORY_BUDGET",
     "Decomposition",
     "ExactExplainer",

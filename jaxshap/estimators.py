@@ -11,6 +11,7 @@ from ._estimators._interactions import INDICES, banzhaf_values, exact_interactio
 from ._estimators._kernel import kernel_shapley, kernel_solve
 from ._estimators._kernel_interactions import kernel_interactions
 from ._estimators._permutation import permutation_shapley
+from ._estimators._winter import winter_values
 from ._estimators._kernel_priors import Hierarchical, Isotropic, Leading, RowPrior
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "kernel_shapley",
     "kernel_solve",
     "permutation_shapley",
+    "winter_values",
     "RowPrior",
     "Isotropic",
     "Hierarchical",

@@ -6,6 +6,8 @@ Each name is the jaxshap explainer of that algorithm; constructors take shap's a
 * :data:`Exact` -- :class:`jaxshap.ExactExplainer`;
 * :data:`Permutation` -- :class:`jaxshap.PermutationExplainer`;
 * :data:`Partition` -- :class:`jaxshap.PartitionExplainer` (exact Owen values);
+* :data:`Coalition` -- :class:`jaxshap.CoalitionExplainer` (exact Winter values over a named,
+  nested ``partition_tree``);
 * :data:`Kernel` -- :class:`jaxshap.KernelExplainer`;
 * :data:`Linear` -- :class:`jaxshap.LinearExplainer`;
 * :data:`Tree` -- :class:`jaxshap.TreeExplainer`;
@@ -17,6 +19,7 @@ Each name is the jaxshap explainer of that algorithm; constructors take shap's a
 """
 
 from ._explainers._auto import Choice, register_algorithm
+from ._explainers._coalition import CoalitionExplainer as Coalition
 from ._explainers._exact import ExactExplainer as Exact
 from ._explainers._kernel import KernelExplainer as Kernel
 from ._explainers._linear import LinearExplainer as Linear
@@ -26,4 +29,4 @@ from ._explainers._tree import TreeExplainer as Tree
 
 GPUTree = Tree
 
-__all__ = ["Choice", "Exact", "GPUTree", "Kernel", "Linear", "Partition", "Permutation", "Tree", "register_algorithm"]
+__all__ = ["Choice", "Coalition", "Exact", "GPUTree", "Kernel", "Linear", "Partition", "Permutation", "Tree", "register_algorithm"]

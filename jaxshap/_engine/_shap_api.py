@@ -273,6 +273,8 @@ def budget_changes(explainer: Any, max_evals: Any) -> dict:
       (2 M + 1))`` walks (at least 4, jaxshap's least);
     * an exact explainer (``shap_budget = "enumerate"``): nothing changes; shap's rule
       ``max_evals >= 2**M`` is checked (exact Owen values need fewer and are not checked);
+    * ``shap_budget = "exact"`` (``CoalitionExplainer``, whose shap counterpart ignores the
+      budget): nothing changes and nothing is checked;
     * ``"auto"`` or ``None``: nothing changes.
 
     Raises:

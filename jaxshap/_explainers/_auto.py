@@ -14,6 +14,7 @@ from ..maskers import Independent
 from ..maskers._function import FunctionMasker, is_function_masker
 from ..maskers._kmeans import is_summary
 from ..maskers._players import player_masker
+from ._coalition import CoalitionExplainer
 from ._deferred import DeferredExplainer
 from ._exact import MAX_EXACT_FEATURES, ExactExplainer
 from ._kernel import KernelExplainer
@@ -134,7 +135,8 @@ class Explainer(abc.ABC):
         built from the rows of the first call).
       link: ``"identity"`` or ``"logit"`` (model-agnostic explainers only).
       algorithm: ``"auto"`` (default) or a registered name: ``"tree"``, ``"linear"``,
-        ``"exact"``, ``"permutation"``, ``"kernel"`` built in.
+        ``"exact"``, ``"permutation"``, ``"kernel"`` and ``"coalition"`` (:class:`CoalitionExplainer`,
+        with its ``partition_tree=``; never picked by ``"auto"``) built in.
       feature_names: optional names of the features.
       **kwargs: passed on to the chosen explainer (for example ``n_permutations=``).
 
@@ -299,3 +301,4 @@ register_algorithm("linear", _build_linear, _picks_linear, cls=LinearExplainer)
 register_algorithm("exact", _model_agnostic(ExactExplainer), _picks("exact"), cls=ExactExplainer)
 register_algorithm("permutation", _model_agnostic(PermutationExplainer), _picks("permutation"), cls=PermutationExplainer)
 register_algorithm("kernel", _model_agnostic(KernelExplainer), cls=KernelExplainer)
+register_algorithm("coalition", _model_agnostic(CoalitionExplainer), cls=CoalitionExplainer)

@@ -22,8 +22,10 @@ class PartitionExplainer(ExactExplainer):
     Args:
       model: callable ``[n, M] -> [n]`` or ``[n, K]`` (JAX or NumPy).
       masker: background rows, or a :class:`jaxshap.maskers.Partition` masker.
-      partition_tree: shap's named, possibly non-binary hierarchy (a nested dict); not
-        supported: pass a linkage matrix as ``maskers.Partition(data, clustering=Z)``.
+      partition_tree: shap's named, possibly non-binary hierarchy (a nested dict); not taken
+        here (shap's ``PartitionExplainer`` ignores it): use :class:`CoalitionExplainer`, which
+        computes the Winter values over it, or pass a linkage matrix as
+        ``maskers.Partition(data, clustering=Z)``.
       **kwargs: as :class:`ExactExplainer` (``link``, ``feature_names``, ``memory_budget``).
 
     Raises:
@@ -35,8 +37,9 @@ class PartitionExplainer(ExactExplainer):
     def __init__(self, model: Callable, masker: Any, *, partition_tree: Any = None, **kwargs: Any):
         if partition_tree is not None:
             raise ValueError(
-                "`partition_tree` (shap's named, non-binary feature hierarchy) is not supported: jaxshap's Owen "
-                "values follow a binary hierarchy; pass a linkage matrix [M - 1, 4] as "
+                "`partition_tree` (shap's named, nested feature hierarchy) is not taken by PartitionExplainer, whose "
+                "Owen values follow the masker's binary clustering: use jaxshap.CoalitionExplainer(model, masker, "
+                "partition_tree=...) for the Winter values over it, or pass a linkage matrix [M - 1, 4] as "
                 "jaxshap.maskers.Partition(data, clustering=Z)."
             )
         if not hasattr(masker, "coalition_values"):

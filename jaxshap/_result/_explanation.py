@@ -358,7 +358,10 @@ class Explanation:
         n = self.shape[self._axes.index(ROWS)]
         rng = np.random.RandomState(random_state)
         rows = rng.choice(n, size=min(int(max_samples), n), replace=replace)
-        return self[(np.asarray(rows),)]
+        new = self[(np.asarray(rows),)]
+        # the history names the call, as shap 0.54's op_history does (shap 0.51 kept "__getitem__")
+        new._history = getattr(self, "_history", ()) + (("sample", self.shape, (max_samples,), (), False),)
+        return new
 
     def cohorts(self, cohorts: Any) -> Cohorts:
         """Split the rows into named groups, as ``shap.Explanation.cohorts``.

@@ -344,6 +344,109 @@ def test_Simple_California_Demo_4():
     assert_exact(got.values, want.values)
 
 
+# The notebook's CoalitionExplainer cells: its hierarchies (facts of the example), and the binary
+# hierarchy it builds from shap.utils.partition_tree(X) as nested dicts of cluster names.
+HIERARCHY_FLAT = {name: name for name in ["AveOccup", "MedInc", "Longitude", "Population", "HouseAge", "Latitude",
+                                          "AveBedrms", "AveRooms"]}
+HIERARCHY_NONBINARY = {
+    "HouseCharacteristics": {"AveBedrms": "AveBedrms", "AveRooms": "AveRooms", "AveOccup": "AveOccup",
+                             "HouseAge": "HouseAge"},
+    "Area": {"Location": {"Latitude": "Latitude", "Longitude": "Longitude"},
+             "Neighbours": {"MedInc": "MedInc", "Population": "Population"}},
+}
+HIERARCHY_NONBINARY2 = {
+    "Activity": {"MedInc": "MedInc", "AveOccup": "AveOccup", "Population": "Population"},
+    "Material": {"AveBedrms": "AveBedrms", "AveRooms": "AveRooms", "HouseAge": "HouseAge"},
+    "Location": {"Latitude": "Latitude", "Longitude": "Longitude"},
+}
+
+
+def binary_hierarchy(linkage, labels):
+    """The linkage matrix as the notebook's nested dict: a merged cluster ``t`` is
+    ``{"cluster_t": {child: ..., child: ...}}`` with a leaf written ``{"name": "name"}``."""
+    n = len(labels)
+
+    def entry(node):
+        if node < n:
+            return labels[node], labels[node]
+        left, right = (int(c) for c in linkage[node - n, :2])
+        return f"cluster_{node}", dict([entry(left), entry(right)])
+
+    return dict([entry(n + len(linkage) - 1)])
+
+
+@functools.lru_cache(maxsize=None)
+def shaps_coalition_explainer_runs():
+    """Whether shap's CoalitionExplainer explains a one-output model here (shap 0.51 calls
+    ``float()`` on a ``[1]`` array, which NumPy 2 refuses; shap 0.54 fixed it)."""
+    if not hasattr(shap, "CoalitionExplainer"):
+        return f"shap {shap.__version__} has no CoalitionExplainer"
+    X = pd.DataFrame(np.eye(2), columns=["a", "b"])
+    try:
+        shap.CoalitionExplainer(lambda Z: np.asarray(Z).sum(1), shap.maskers.Partition(X), partition_tree={"g": ["a", "b"]})(X)
+    except TypeError as err:
+        return f"shap {shap.__version__}'s CoalitionExplainer fails on a one-output model: {err}"
+    return None
+
+
+def test_Simple_California_Demo_5():
+    """notebooks/tabular_examples/model_agnostic/Simple California Demo.ipynb:
+    ``shap.CoalitionExplainer(model.predict, shap.maskers.Partition(X),
+    partition_tree=hierarchy_flat)(references)``, which the notebook checks against
+    ``shap.ExactExplainer(model.predict, X)(references)`` ("recreates the ExactExplainer Shapley
+    values: True"): jaxshap's against shap's exact Shapley values, with any shap."""
+    X, y, model, references = california_xgb()
+    exact = shap.ExactExplainer(model.predict, X)(references)
+    partition_masker = jaxshap.maskers.Partition(X)
+    explainer = jaxshap.CoalitionExplainer(model.predict, partition_masker, partition_tree=HIERARCHY_FLAT)
+    assert_exact(explainer(references).values, exact.values)
+
+
+def test_Simple_California_Demo_6():
+    """notebooks/tabular_examples/model_agnostic/Simple California Demo.ipynb: the binary
+    hierarchy built from ``shap.utils.partition_tree(X)`` as nested dicts,
+    ``shap.CoalitionExplainer(model.predict, shap.maskers.Partition(X),
+    partition_tree=hierarchy_binary)``, which the notebook checks against
+    ``shap.PartitionExplainer(model.predict, shap.maskers.Partition(X, clustering=partition_tree))``
+    ("recreates the PartitionExplainer Winter values: True"): jaxshap's against shap's Owen values."""
+    X, y, model, references = california_xgb()
+    partition_tree = shap.utils.partition_tree(X)
+    hierarchy_binary = binary_hierarchy(partition_tree, list(X.columns))
+    owen = shap.PartitionExplainer(model.predict, shap.maskers.Partition(X, clustering=partition_tree))(references)
+    explainer = jaxshap.CoalitionExplainer(model.predict, jaxshap.maskers.Partition(X), partition_tree=hierarchy_binary)
+    assert_exact(explainer(references).values, owen.values)
+
+
+@pytest.mark.parametrize("hierarchy", ["flat", "binary", "nonbinary", "nonbinary2"])
+def test_Simple_California_Demo_7(hierarchy):
+    """notebooks/tabular_examples/model_agnostic/Simple California Demo.ipynb: the
+    CoalitionExplainer cells with shap's own CoalitionExplainer (skipped where it fails on a
+    one-output model: shap before 0.54 with NumPy 2). The notebook runs the two non-binary
+    hierarchies through ``shap.PartitionExplainer(..., partition_tree=...)``, which ignores
+    ``partition_tree`` (its values are the masker's binary Owen values); here they go through
+    ``CoalitionExplainer``, the class that takes them, and jaxshap's ``PartitionExplainer`` refuses
+    the argument with a ValueError that says so."""
+    reason = shaps_coalition_explainer_runs()
+    if reason:
+        pytest.skip(reason)
+    X, y, model, references = california_xgb()
+    trees = {"flat": HIERARCHY_FLAT, "nonbinary": HIERARCHY_NONBINARY, "nonbinary2": HIERARCHY_NONBINARY2}
+    tree = trees.get(hierarchy) or binary_hierarchy(shap.utils.partition_tree(X), list(X.columns))
+
+    def example(shap):
+        partition_masker = shap.maskers.Partition(X)
+        partition_explainer = shap.CoalitionExplainer(model.predict, partition_masker, partition_tree=tree)
+        return partition_explainer(references)
+
+    want, got = example(shap), example(jaxshap)
+    assert_exact(got.values, want.values)
+    assert_exact(got.base_values, want.base_values, what="base_values")
+    assert list(got.feature_names) == list(want.feature_names)
+    if hierarchy == "nonbinary":
+        with pytest.raises(ValueError, match="CoalitionExplainer"):
+            jaxshap.PartitionExplainer(model.predict, jaxshap.maskers.Partition(X), partition_tree=tree)
+
+
 # --- Simple Kernel SHAP.ipynb ------------------------------------------------------------------------
 def simple_kernel_f(X):
     np.random.seed(0)
