@@ -14,17 +14,7 @@ venv="${1:-.venv-shap-latest}"
 [ "$#" -gt 0 ] && shift
 [ "${1:-}" = "--" ] && shift
 shap_version="${SHAP_VERSION:-0.54.1}"
-python="${PYTHON312:-}"
-if [ -z "$python" ]; then
-  if command -v python3.12 >/dev/null 2>&1 && python3.12 -c 'import sys' >/dev/null 2>&1; then
-    python=python3.12
-  elif [ -x "$HOME/.pyenv/versions/3.12.1/bin/python" ]; then
-    python="$HOME/.pyenv/versions/3.12.1/bin/python"
-  else
-    echo "no Python 3.12 found: set PYTHON312 to one" >&2
-    exit 1
-  fi
-fi
+. "$(dirname "$0")/../python312.sh"
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --upgrade pip
 # the test extra (pytest, shap, scikit-learn, pandas, xgboost-cpu, lightgbm, shapiq, ...), then shap pinned
