@@ -42,7 +42,7 @@ def kernel_environment(quick: bool) -> dict:
         "MPLBACKEND": "module://matplotlib_inline.backend_inline",
         # shap imports tqdm.auto, which warns in a kernel without ipywidgets; the pages would
         # show that warning, with this machine's paths, under every `import shap`
-        "PYTHONWARNINGS": "ignore::tqdm.TqdmWarning",
+        "PYTHONWARNINGS": "ignore:IProgress not found",
     }
     if quick:
         env["JAXSHAP_NOTEBOOK_QUICK"] = "1"
