@@ -17,7 +17,7 @@ def _blocks(page: str) -> list[str]:
 
 
 @pytest.mark.parametrize("page", PAGES)
-def test_page_examples_run(page):
+def test_page_examples_run(page, tmp_path, monkeypatch):
     pytest.importorskip("shap")
     pytest.importorskip("sklearn")
     pytest.importorskip("xgboost")
@@ -28,10 +28,16 @@ def test_page_examples_run(page):
     if page != "explainers/index.md":
         assert blocks, f"{page} has no runnable example"
     namespace: dict = {"__name__": "docs_example"}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for block in blocks:
-            exec(compile(block, str(DOCS / page), "exec"), namespace)
+    import matplotlib.pyplot as plt
+
+    monkeypatch.chdir(tmp_path)  # files a page writes
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for block in blocks:
+                exec(compile(block, str(DOCS / page), "exec"), namespace)
+    finally:
+        plt.close("all")  # the pages' plots stay open otherwise, and later tests draw onto them
     for value in namespace.values():  # every explanation the page made is finite and adds up
         if type(value).__name__ == "Explanation" and value.values is not None:
             assert np.isfinite(np.asarray(value.values)).all(), page
