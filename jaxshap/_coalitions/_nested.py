@@ -33,7 +33,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ._combinatorics import shapley_weights
+from ._combinatorics import all_codes_bits, shapley_weights
 from ._static_cache import static_cache
 
 Hierarchy = tuple
@@ -139,6 +139,12 @@ def read_partition_tree(tree: Any, n_features: int, names: Sequence[str] | None 
     if len(tree) == 0:
         raise ValueError(f"`{argument}` is empty; it must hold every feature.")
     hierarchy = members(tree)
+    _check_complete(argument, n_features, names, seen, unknown)
+    return hierarchy
+
+
+def _check_complete(argument: str, n_features: int, names: Sequence[str] | None, seen: dict, unknown: list) -> None:
+    """Raise for the tree's ``unknown`` feature names, then for the features it left out (not ``seen``)."""
     if unknown:
         known = [str(n) for n in names]
         raise ValueError(f"`{argument}` names features that are not among the {n_features} features: "
@@ -148,7 +154,6 @@ def read_partition_tree(tree: Any, n_features: int, names: Sequence[str] | None 
         labels = [f"column {j}" if names is None else str(names[j]) for j in missing]
         raise ValueError(f"`{argument}` leaves out {len(missing)} of the {n_features} features: {_preview(labels)}. "
                          "Every feature must be a leaf of the tree (a group of its own is fine).")
-    return hierarchy
 
 
 def check_hierarchy(hierarchy: Any, argument: str = "hierarchy") -> tuple[Hierarchy, int]:
@@ -207,17 +212,10 @@ def _unions(parts: np.ndarray) -> np.ndarray:
     return out
 
 
-def _sizes(n: int) -> np.ndarray:
-    """``[2**n]``: the number of bits set in ``0 .. 2**n - 1`` (the subsets' sizes, as in :func:`_unions`)."""
-    out = np.zeros(1, np.int64)
-    for _ in range(n):
-        out = np.concatenate([out, out + 1])
-    return out
-
-
 def _weights(n: int) -> np.ndarray:
-    """``[2**(n - 1)]``: the Shapley weight ``w(n, |T|)`` of each subset ``T`` of a child's ``n - 1`` siblings."""
-    return shapley_weights(n)[_sizes(n - 1)]
+    """``[2**(n - 1)]``: the Shapley weight ``w(n, |T|)`` of each subset ``T`` of a child's ``n - 1``
+    siblings (subset ``t`` holds sibling ``k`` when bit ``k`` of ``t`` is set, as in :func:`_unions`)."""
+    return shapley_weights(n)[all_codes_bits(n - 1).sum(axis=1)]
 
 
 def coalition_count(hierarchy: Hierarchy) -> int:
