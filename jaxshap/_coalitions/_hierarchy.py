@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._nested import winter_plan
+
 LINKAGES = ("single", "complete", "average")
 
 
@@ -131,37 +133,26 @@ def leaf_paths(Z: np.ndarray, n_features: int) -> list[list[tuple[int, int, int]
     return paths
 
 
+def linkage_hierarchy(Z: np.ndarray, n_features: int) -> tuple:
+    """The binary hierarchy of a linkage matrix as nested pairs of feature positions (the
+    hierarchies of :mod:`jaxshap._coalitions._nested`; a single feature is ``(0,)``)."""
+    clusters: list = list(range(n_features))
+    for a, b in Z[:, :2].astype(np.int64):
+        clusters.append((clusters[a], clusters[b]))
+    root = clusters[-1]
+    return root if isinstance(root, tuple) else (root,)
+
+
 def owen_plan(Z: np.ndarray, n_features: int) -> tuple[np.ndarray, np.ndarray]:
-    """The coalitions exact Owen values need and their coefficients.
+    """The coalitions exact Owen values need and their coefficients: the Winter plan
+    (:func:`jaxshap._coalitions._nested.winter_plan`) of the binary hierarchy, where every node
+    has two children and each sibling precedes with weight ``w(2, 0) = w(2, 1) = 1/2``.
 
     Returns:
       ``(masks [C, M] bool, coef [M, C])`` with ``phi = coef @ v(masks)``; the coalitions are
       distinct, the empty one is first and the full one last.
     """
-    m = n_features
-    sets = leaf_sets(Z, m)
-
-    def bit(cluster: int) -> int:
-        return sum(1 << int(j) for j in sets[cluster])
-
-    rows, codes, weights = [], [], []
-    for i, path in enumerate(leaf_paths(Z, m)):
-        subsets = [0]
-        for _, _, sibling in path:
-            s = bit(sibling)
-            subsets = subsets + [u | s for u in subsets]
-        w = 2.0 ** -len(path)
-        for u in subsets:
-            rows += [i, i]
-            codes += [u | (1 << i), u]
-            weights += [w, -w]
-    full = (1 << m) - 1
-    unique = sorted(set(codes) | {0, full}, key=lambda c: (c != 0, c == full, c))
-    position = {c: k for k, c in enumerate(unique)}
-    coef = np.zeros((m, len(unique)))
-    np.add.at(coef, (np.asarray(rows), np.asarray([position[c] for c in codes])), np.asarray(weights))
-    masks = np.array([[(c >> j) & 1 for j in range(m)] for c in unique], bool)
-    return masks, coef
+    return winter_plan(linkage_hierarchy(Z, n_features))
 
 
 def order_tables(Z: np.ndarray, n_features: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import jax
-import jax.numpy as jnp
 
 from .._coalitions._nested import check_hierarchy, winter_plan
+from ._owen import owen_exact
 
 ValueFn = Callable[[jax.Array], jax.Array]
 
@@ -50,9 +50,4 @@ def winter_values(value_fn: ValueFn, hierarchy: Any) -> tuple[jax.Array, jax.Arr
       ValueError: for a hierarchy whose leaves are not ``0..M-1`` each once, or with an empty group.
     """
     hierarchy, _ = check_hierarchy(hierarchy)
-    masks, coef = winter_plan(hierarchy)
-    v = jnp.asarray(value_fn(jnp.asarray(masks)))
-    v0 = v[0]
-    # full float32 precision on GPUs (TF32 would round the coefficients): see exact_shapley
-    phi = jnp.tensordot(jnp.asarray(coef, v.dtype), v - v0, axes=1, precision=jax.lax.Precision.HIGHEST)
-    return phi, v0, v[-1]
+    return owen_exact(value_fn, *winter_plan(hierarchy))
