@@ -4,7 +4,8 @@
 ``docs/bench_results/`` (``JAXSHAP_BENCH_RESULTS`` names another folder, to preview a local
 run). Every figure on the page comes from those files; each scenario says when it ran and on
 what machine, and its ratio columns (speed-ups, error ratios) are also drawn as bar charts on a
-log scale. ``--quick`` runs (CI's check that every scenario runs) are never shown: a scenario
+log scale; accuracy tables with a ``budget`` column are also drawn as squared error against
+budget, one line per method. ``--quick`` runs (CI's check that every scenario runs) are never shown: a scenario
 whose file is a quick run is listed as not yet run in full.
 
 ``python docs/gen_bench.py --snapshot DIR`` copies the JSON files of ``DIR`` into
@@ -88,6 +89,67 @@ def _chart(rows: list[dict], key: str, higher_better: bool) -> str:
     return "".join(parts)
 
 
+_SERIES_COLOURS = ("#1b5e20", "#1565c0", "#6a1b9a", "#c62828", "#ef6c00", "#00838f", "#5d4037", "#ad1457",
+                   "#558b2f", "#283593", "#9e9d24", "#4e342e")
+
+
+def _budget_groups(rows: list[dict]) -> dict[tuple, list[dict]]:
+    """Rows of an accuracy table with a ``budget`` column and ``mse ...`` columns, by their other keys."""
+    if not rows or "budget" not in rows[0] or not any(k.startswith("mse ") for k in rows[0]):
+        return {}
+    groups: dict[tuple, list[dict]] = {}
+    for row in rows:
+        label = tuple((k, row[k]) for k in row if k in ("model", "M", "masker", "game"))
+        groups.setdefault(label, []).append(row)
+    return {label: group for label, group in groups.items() if len({r["budget"] for r in group}) > 1}
+
+
+def _budget_chart(title: str, rows: list[dict]) -> str:
+    """An inline SVG of squared error against budget (log-log), one line per method."""
+    import math
+
+    methods = [k for k in rows[0] if k.startswith("mse ")]
+    points = {m: sorted((_number(r["budget"]), _number(r.get(m))) for r in rows) for m in methods}
+    points = {m: [(b, v) for b, v in p if b and v and v > 0] for m, p in points.items()}
+    points = {m: p for m, p in points.items() if len(p) > 1}
+    if not points:
+        return ""
+    bs = [b for p in points.values() for b, _ in p]
+    vs = [v for p in points.values() for _, v in p]
+    b0, b1 = math.log(min(bs)), math.log(max(bs))
+    v0, v1 = math.log(min(vs) / 1.3), math.log(max(vs) * 1.3)
+    left, top, width, height, legend = 64, 24, 360, 220, 200
+    x = lambda b: left + width * (math.log(b) - b0) / max(b1 - b0, 1e-12)  # noqa: E731
+    y = lambda v: top + height * (v1 - math.log(v)) / max(v1 - v0, 1e-12)  # noqa: E731
+    total_w, total_h = left + width + legend + 20, top + height + 40
+    parts = [f'<svg class="bench-chart" role="img" viewBox="0 0 {total_w} {total_h}" width="{total_w}" '
+             f'height="{total_h}" xmlns="http://www.w3.org/2000/svg">',
+             f"<title>{title}: squared error against budget (lower is better)</title>",
+             f'<text x="{left}" y="14" font-size="11">{title}: squared error against budget (log-log, lower is better)</text>',
+             f'<rect x="{left}" y="{top}" width="{width}" height="{height}" fill="none" stroke="#999"/>']
+    for b in sorted(set(bs)):
+        parts.append(f'<text x="{x(b):.1f}" y="{top + height + 14}" font-size="10" text-anchor="middle">{b:g}</text>')
+    parts.append(f'<text x="{left + width / 2}" y="{top + height + 30}" font-size="11" text-anchor="middle">'
+                 "coalitions (budget)</text>")
+    for e in range(math.ceil(v0 / math.log(10)), math.floor(v1 / math.log(10)) + 1):
+        parts.append(f'<line x1="{left}" x2="{left + width}" y1="{y(10.0 ** e):.1f}" y2="{y(10.0 ** e):.1f}" '
+                     'stroke="#ddd"/>')
+        parts.append(f'<text x="{left - 4}" y="{y(10.0 ** e) + 4:.1f}" font-size="10" text-anchor="end">1e{e}</text>')
+    for i, (method, p) in enumerate(points.items()):
+        colour = _SERIES_COLOURS[i % len(_SERIES_COLOURS)]
+        dash = "" if method == "mse default" else ' stroke-dasharray="5,3"'
+        line = " ".join(f"{x(b):.1f},{y(v):.1f}" for b, v in p)
+        parts.append(f'<polyline points="{line}" fill="none" stroke="{colour}" stroke-width="2"{dash}/>')
+        parts += [f'<circle cx="{x(b):.1f}" cy="{y(v):.1f}" r="2.5" fill="{colour}"/>' for b, v in p]
+        ly = top + 10 + 16 * i
+        parts.append(f'<line x1="{left + width + 14}" x2="{left + width + 34}" y1="{ly - 4}" y2="{ly - 4}" '
+                     f'stroke="{colour}" stroke-width="2"{dash}/>')
+        name = method[4:] if method[4:].startswith(("shap", "shapiq")) else f"jaxshap {method[4:]}"
+        parts.append(f'<text x="{left + width + 38}" y="{ly}" font-size="10">{name[:34]}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
 def _date(path: Path, payload: dict) -> str:
     if "date" in payload:
         return payload["date"]
@@ -139,6 +201,8 @@ def render() -> str:
                 f"*Full run, {_date(path, payload)}; {_machine(payload.get('environment', {}))}.*", ""]
         for name, rows in payload.get("tables", {}).items():
             out += [f"**{name}**", ""]
+            for label, group in _budget_groups(rows).items():
+                out += [_budget_chart(" ".join(f"{v}" if k == "model" else f"{k}={v}" for k, v in label), group), ""]
             for key, higher in _ratio_columns(rows) if rows else []:
                 out += [_chart(rows, key, higher), ""]
             out += ['<div class="bench-table" markdown>', ""] + _table(rows) + ["", "</div>", ""]
