@@ -37,14 +37,13 @@ def moved(X, cols, vals):
 def oracle_first(f, X, j, n_bins):
     edges = oracle_edges(X[:, j], n_bins)
     nb = len(edges) - 1
+    rows_bin = [oracle_bin(X[i, j], edges) for i in range(X.shape[0])]
+    # every row moved to its bin's upper and lower edge, evaluated in one call of f
+    hi, lo = np.split(f(np.concatenate([np.stack([moved(X[i], [j], [edges[k]]) for i, k in enumerate(rows_bin)]),
+                                        np.stack([moved(X[i], [j], [edges[k - 1]]) for i, k in enumerate(rows_bin)])])), 2)
     sums, counts = [0.0] * nb, [0] * nb
-    rows_bin = []
-    for i in range(X.shape[0]):
-        k = oracle_bin(X[i, j], edges)
-        rows_bin.append(k)
-        hi = f(moved(X[i], [j], [edges[k]])[None])[0]
-        lo = f(moved(X[i], [j], [edges[k - 1]])[None])[0]
-        sums[k - 1] = sums[k - 1] + (hi - lo)
+    for i, k in enumerate(rows_bin):
+        sums[k - 1] = sums[k - 1] + (hi[i] - lo[i])
         counts[k - 1] += 1
     g = [0.0 * sums[0]]
     for k in range(nb):
@@ -88,12 +87,15 @@ def oracle_categorical(f, X, j, categorical):
     order = oracle_order(X, j, categorical)
     K = len(order)
     pos = {c: p for p, c in enumerate(order)}
+    # every row moved to each category, evaluated in one call of f: at[i, c] = f(x_i with x_j = order[c])
+    at = f(np.stack([moved(X[i], [j], [c]) for i in range(X.shape[0]) for c in order]))
+    at = at.reshape((X.shape[0], K) + at.shape[1:])
     steps = []
     for s in range(K - 1):
         total, count = 0.0, 0
         for i in range(X.shape[0]):
             if pos[X[i, j]] in (s, s + 1):
-                total = total + f(moved(X[i], [j], [order[s + 1]])[None])[0] - f(moved(X[i], [j], [order[s]])[None])[0]
+                total = total + at[i, s + 1] - at[i, s]
                 count += 1
         steps.append(total / count)
     g = [0.0 * steps[0]]
@@ -107,12 +109,13 @@ def oracle_pair(f, X, j, k, n_bins):
     ez, ew = oracle_edges(X[:, j], n_bins), oracle_edges(X[:, k], n_bins)
     nz, nw = len(ez) - 1, len(ew) - 1
     sums = {}
-    cell = []
-    for i in range(X.shape[0]):
-        a, b = oracle_bin(X[i, j], ez), oracle_bin(X[i, k], ew)
-        cell.append((a, b))
-        ev = lambda u, v: f(moved(X[i], [j, k], [u, v])[None])[0]
-        d = ev(ez[a], ew[b]) - ev(ez[a - 1], ew[b]) - ev(ez[a], ew[b - 1]) + ev(ez[a - 1], ew[b - 1])
+    cell = [(oracle_bin(X[i, j], ez), oracle_bin(X[i, k], ew)) for i in range(X.shape[0])]
+    # every row moved to its cell's four corners, evaluated in one call of f
+    corners = [(1, 1), (0, 1), (1, 0), (0, 0)]  # (upper z?, upper w?)
+    at = f(np.stack([moved(X[i], [j, k], [ez[a - 1 + u], ew[b - 1 + v]]) for i, (a, b) in enumerate(cell) for u, v in corners]))
+    at = at.reshape((X.shape[0], 4) + at.shape[1:])
+    for i, (a, b) in enumerate(cell):
+        d = at[i, 0] - at[i, 1] - at[i, 2] + at[i, 3]
         sums.setdefault((a, b), []).append(d)
     mean, n = {}, {}
     for a in range(1, nz + 1):
@@ -175,8 +178,11 @@ def oracle_replicates_categorical(f, X, j, categorical, B, rng):
     pos = np.array([order.index(v) for v in X[:, j]])
     C = len(order)
     here = f(moved(X, [], []))
-    up = np.array([f(moved(X[i], [j], [order[p + 1]])[None])[0] - here[i] if p < C - 1 else np.nan for i, p in enumerate(pos)])
-    down = np.array([here[i] - f(moved(X[i], [j], [order[p - 1]])[None])[0] if p > 0 else np.nan for i, p in enumerate(pos)])
+    # each row moved to the next and to the previous category, evaluated in one call of f each
+    f_up = f(np.stack([moved(X[i], [j], [order[min(p + 1, C - 1)]]) for i, p in enumerate(pos)]))
+    f_down = f(np.stack([moved(X[i], [j], [order[max(p - 1, 0)]]) for i, p in enumerate(pos)]))
+    up = np.array([f_up[i] - here[i] if p < C - 1 else np.nan for i, p in enumerate(pos)])
+    down = np.array([here[i] - f_down[i] if p > 0 else np.nan for i, p in enumerate(pos)])
 
     def steps(rows, full=None):
         out = []
