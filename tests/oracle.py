@@ -36,20 +36,40 @@ def shapley_from_game(value, n_features: int) -> np.ndarray:
 
 
 def interventional_game(model, x: np.ndarray, background: np.ndarray):
-    """``v(S) = mean_b model(x_S, b_-S)``, evaluated row by row with a Python loop over the background."""
+    """``v(S) = mean_b model(x_S, b_-S)``: each coalition's rows built with a Python loop over the
+    background. When every coalition's rows fit in ``_ONE_CALL_ROWS``, the model is called once on
+    all of them (the first time a value is asked for) and each value is read from that table; else
+    once per coalition."""
     x = np.asarray(x, np.float64)
     background = np.asarray(background, np.float64)
+    m = x.shape[0]
 
-    def value(subset):
-        rows = []
+    def rows(subset):
+        out = []
         for b in background:
             z = b.copy()
             for j in subset:
                 z[j] = x[j]
-            rows.append(z)
-        return np.asarray(model(np.stack(rows)), np.float64).mean(axis=0)
+            out.append(z)
+        return np.stack(out)
+
+    if 2**m * len(background) > _ONE_CALL_ROWS:
+        return lambda subset: np.asarray(model(rows(subset)), np.float64).mean(axis=0)
+
+    table: dict = {}
+
+    def value(subset):
+        if not table:
+            subsets = [frozenset(c) for size in range(m + 1) for c in itertools.combinations(range(m), size)]
+            out = np.asarray(model(np.concatenate([rows(s) for s in subsets])), np.float64)
+            out = out.reshape((len(subsets), len(background)) + out.shape[1:]).mean(axis=1)
+            table.update(zip(subsets, out))
+        return table[frozenset(subset)]
 
     return value
+
+
+_ONE_CALL_ROWS = 200_000
 
 
 def interventional_shapley(model, X: np.ndarray, background: np.ndarray) -> np.ndarray:
