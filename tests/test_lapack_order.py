@@ -2,7 +2,7 @@
 
 On a CPU, jaxlib 0.10 splits a batched LAPACK call over XLA's intra-op pool and blocks a pool
 thread until its parts finish; two such calls that XLA runs side by side deadlock a pool of two
-threads (a 2-core machine). See tests/lapack_audit.py and jaxshap/_platform/_lapack_order.py
+threads (a 2-core machine). See tests/lapack_audit.py and jaxshap/_core/_platform.py
 (the workaround, with the upstream references). The audit fails without the workaround: with
 ``after`` made the identity, five of the eight configurations below hold batched calls side by
 side (the three others have no pair to order).
@@ -20,7 +20,7 @@ from jax.scipy.linalg import cho_factor
 
 import jaxshap
 from conftest import make_mlp
-from jaxshap._platform._lapack_order import after
+from jaxshap._core._platform import after
 from jaxshap.estimators import kernel_shapley
 from lapack_audit import audit, audit_call
 

@@ -18,9 +18,9 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "jaxshap"
 
 # folder (or top-level module) -> layer; lower layers know nothing of higher ones.
 LAYERS = {
-    "_platform": 0,     # the host platform: environment settings, BLAS threads, LAPACK order, JAX cache
     "_lazy": 0,         # public names imported on first use (PEP 562)
-    "_core": 1,         # pytree split, inputs, device rows, validation, chunking, links, model adapters, sharding, streaming, threefry
+    "_core": 1,         # the host platform (environment settings, BLAS threads, LAPACK order, program caches), pytree split,
+                        # inputs, device rows, validation, chunking, links, model adapters, sharding, streaming
     "datasets": 1,      # data shipped with the package
     "_coalitions": 2,   # combinatorics, masks, permutations, Shapley-kernel samplers, feature hierarchies
     "_algebra": 3,      # the Gaussian conditioning algebra
@@ -126,8 +126,8 @@ def _environment_reads(root: pathlib.Path = PACKAGE) -> list[str]:
 
 
 def test_the_environment_is_read_in_one_module(tmp_path):
-    """Settings from environment variables live in ``_platform/_config.py`` (and the check sees a planted read)."""
-    assert {f.split(":")[0] for f in _environment_reads()} <= {"jaxshap/_platform/_config.py"}
+    """Settings from environment variables live in ``_core/_platform.py`` (and the check sees a planted read)."""
+    assert {f.split(":")[0] for f in _environment_reads()} <= {"jaxshap/_core/_platform.py"}
     (tmp_path / "jaxshap").mkdir()
     (tmp_path / "jaxshap" / "_planted.py").write_text("import os\nflag = os.environ.get('X')\n")
     assert _environment_reads(tmp_path / "jaxshap") == ["jaxshap/_planted.py:2"]

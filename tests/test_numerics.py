@@ -315,7 +315,7 @@ def test_one_blas_thread_caps_and_restores():
     """The block holds every loaded BLAS at one thread, or with ``lapack=True`` the one behind
     jaxlib's LAPACK and not NumPy's own, and restores the counts (through threadpoolctl)."""
     threadpoolctl = pytest.importorskip("threadpoolctl")
-    from jaxshap._platform._threads import one_blas_thread
+    from jaxshap._core._platform import one_blas_thread
 
     np.ones((64, 64)) @ np.ones((64, 64))  # NumPy's BLAS is loaded
     jnp.linalg.cholesky(jnp.eye(3)).block_until_ready()  # and the LAPACK jaxlib calls

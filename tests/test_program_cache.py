@@ -1,4 +1,4 @@
-"""jaxshap's own store of compiled programs (``_platform/_program_cache``): a second process
+"""jaxshap's own store of compiled programs (``_core/_program_cache``): a second process
 loads what the first compiled, a damaged entry is compiled again, the store is bounded, can be
 turned off, never changes JAX's configuration, and traced calls pass through ``jax.jit``."""
 
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import jaxshap
-from jaxshap._platform import _program_cache
+from jaxshap._core import _program_cache
 
 JOB = """
 import logging, numpy as np, jax, jax.numpy as jnp, jaxshap

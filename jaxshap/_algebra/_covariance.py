@@ -33,7 +33,7 @@ import numpy as np
 
 from .._core._inputs import is_traced
 from .._core._validate import is_number, number
-from .._platform._threads import one_blas_thread
+from .._core._platform import one_blas_thread
 
 PSD_TOLERANCE = 1e-6
 """A covariance counts as PSD when its smallest eigenvalue is at least ``-PSD_TOLERANCE`` times the largest."""
@@ -143,7 +143,7 @@ def host64(fn: Any, *args: Any) -> Any:
 
     The library's own host linear algebra (moments, eigenvalues, the correlation split) goes
     through XLA rather than NumPy, and with OpenBLAS capped at one thread
-    (:func:`jaxshap._platform._threads.one_blas_thread`): on a CPU, XLA's LAPACK calls run on
+    (:func:`jaxshap._core._platform.one_blas_thread`): on a CPU, XLA's LAPACK calls run on
     SciPy's OpenBLAS, whose worker threads keep spinning after each call and slow the host's
     other work.
     """

@@ -105,7 +105,7 @@ def kernel_solve(
     """
     controls, prior = _controls(masks.shape[-1], third_order, controls), RowPrior.resolve(prior)
     # factorise once the values are in: the game may run batched LAPACK calls itself (a Gaussian
-    # masker's conditioning), and two side by side can deadlock (jaxshap._platform._lapack_order)
+    # masker's conditioning), and two side by side can deadlock (jaxshap._core._platform)
     ops = plan_operators(plan, masks, weights, controls, dtype=values.dtype, deps=(values, v_empty, v_full))
     parts = prior.parts(plan, masks, weights, controls, dtype=values.dtype, deps=ops)
     return prior.apply(ops, parts, plan, values, v_empty, v_full)

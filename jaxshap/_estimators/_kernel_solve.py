@@ -30,7 +30,7 @@ import numpy as np
 from jax.scipy.linalg import cho_factor, solve_triangular
 
 from .._coalitions._kernel_sampling import plan_rows
-from .._platform._lapack_order import after
+from .._core._platform import after
 from ._control_variates import odd_kernel, walsh_controls
 from ._precision import full_precision
 
@@ -94,7 +94,7 @@ def _inflation(one_minus_h):
 
 def spd_inverse(h: jax.Array, deps: Any = ()) -> jax.Array:
     """The inverse of a symmetric positive-definite ``h``, computed after ``deps``
-    (:func:`jaxshap._platform._lapack_order.after`): ``h = L L^T`` gives ``h^{-1} = X X^T`` with
+    (:func:`jaxshap._core._platform.after`): ``h = L L^T`` gives ``h^{-1} = X X^T`` with
     ``X = L^{-T}``, one triangular solve against the identity."""
     eye = jnp.eye(h.shape[-1], dtype=h.dtype)
     x = solve_triangular(jnp.linalg.cholesky(after(h, deps)), eye, lower=True, trans=1)
@@ -111,7 +111,7 @@ def sweep_inverse(a: jax.Array) -> jax.Array:
     complement), ``n^3`` multiply-adds in a ``lax.fori_loop``: for the small per-row matrices of a
     batched program (a row's ``M x M`` Gram matrix, the leading-terms prior's ``r x r`` update),
     where a LAPACK call per row would need ordering against the program's others
-    (:mod:`jaxshap._platform._lapack_order`). ``a`` is symmetrised first, ``(a + a^T) / 2``.
+    (:mod:`jaxshap._core._platform`). ``a`` is symmetrised first, ``(a + a^T) / 2``.
     """
     n = a.shape[-1]
     a = (a + a.T) / 2
@@ -202,7 +202,7 @@ def kernel_operator(masks, weights, controls=(), *, dtype=jnp.float32, form="aut
         where the budget does not identify the regression, else 0).
       rows: static ``(first, second, unit)`` (:func:`jaxshap._coalitions._kernel_sampling.plan_rows`);
         by default every coalition is a row and a unit of its own.
-      deps: arrays the factorisation waits for (:func:`jaxshap._platform._lapack_order.after`).
+      deps: arrays the factorisation waits for (:func:`jaxshap._core._platform.after`).
     """
     m = masks.shape[-1]
     rw = regression_rows(masks, weights, rows, dtype)
@@ -347,7 +347,7 @@ def plan_operators(plan, masks, weights, controls=(), *, dtype=jnp.float32, deps
     says whether this draw identifies the regression with a residual to spare; a draw that does
     not is solved with the small ridge (finite, still efficient) and reported with an infinite
     ``stderr``. The LAPACK calls run one after the other, the first after ``deps``
-    (:mod:`jaxshap._platform._lapack_order`).
+    (:mod:`jaxshap._core._platform`).
     """
     ridge, spans, rows = (0.0 if plan.identified else SMALL_RIDGE), None, plan_rows(plan)
     if plan.pooled is not None and plan.identified:

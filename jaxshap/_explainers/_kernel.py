@@ -19,8 +19,8 @@ from .._core._validate import DEFAULT_MEMORY_BUDGET, flag, integer, number
 from .._engine._explainer import ModelAgnosticExplainer
 from .._estimators._kernel import draw_operators, kernel_shapley, third_order_ridge
 from .._estimators._kernel_priors import RowPrior
-from .._platform._lapack_order import after
-from .._platform._threads import one_blas_thread
+from .._core._platform import after
+from .._core._platform import one_blas_thread
 from ..maskers._base import SHAPLEY
 
 
@@ -293,7 +293,7 @@ class KernelExplainer(ModelAgnosticExplainer):
         each row then costs its model evaluations and the prior's per-row step
         (:meth:`jaxshap.estimators.RowPrior.apply`). The rows' evaluations start after the draw's
         factorisations, so a masker's batched LAPACK calls never run beside them
-        (:mod:`jaxshap._platform._lapack_order`). ``shared_coalitions=False`` draws each row's own
+        (:mod:`jaxshap._core._platform`). ``shared_coalitions=False`` draws each row's own
         coalitions from ``fold_in(key, row)`` instead (the base class's path).
         """
         m = self.n_features
@@ -320,7 +320,7 @@ class KernelExplainer(ModelAgnosticExplainer):
         (round ``r`` uses ``fold_in(key, r)``) until every row meets the tolerance or the cap.
         Overriding ``_run`` (not ``__call__``) gives the rounds to ``explain_batches`` too. The
         programs factorise on a CPU through SciPy's OpenBLAS, held at one thread meanwhile
-        (:func:`jaxshap._platform._threads.one_blas_thread`; XLA's pool already spreads the work).
+        (:func:`jaxshap._core._platform.one_blas_thread`; XLA's pool already spreads the work).
         """
         if is_traced(X) or is_traced(key):
             return self._rounds(X, key, offset, devices, bar, blocked)

@@ -34,7 +34,7 @@ from .._engine._shap_api import ShapAPI, linear_background
 from .._engine._rows import RowExplainer
 from ..maskers._kmeans import is_summary, summary_moments
 from .._algebra._linear import exact_transform, sampled_transform, to_data_units
-from .._platform._threads import one_blas_thread
+from .._core._platform import one_blas_thread
 
 MAX_AUTO_EXACT_FEATURES = 16
 """``method="auto"`` enumerates all coalitions up to this many features."""
@@ -247,7 +247,7 @@ class LinearExplainer(ShapAPI, RowExplainer):
         """The standardised transform; concrete work runs with OpenBLAS on one thread.
 
         XLA's Cholesky factorisations on a CPU run on SciPy's OpenBLAS, whose spinning worker
-        threads slow the host's other work (see :mod:`jaxshap._platform._threads`).
+        threads slow the host's other work (see :mod:`jaxshap._core._platform`).
         """
         if is_traced(g.corr) or is_traced(beta):
             if method == "exact":

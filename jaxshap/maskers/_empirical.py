@@ -255,7 +255,7 @@ class Empirical(Masker):
         # The factorisations depend on the coalitions only: one batched Cholesky and one batched
         # triangular solve for all of them, outside the loop. Inside lax.map a remainder batch
         # would run its own LAPACK calls beside the loop's, which can deadlock XLA's CPU thread
-        # pool (see jaxshap._platform._lapack_order).
+        # pool (see jaxshap._core._platform).
         whiten = jax.vmap(self.whitening)(masks)
         rows, w = jax.lax.map(
             lambda args: self.kept_weights(x, *args), (masks, whiten), batch_size=min(batch, c)

@@ -13,7 +13,7 @@ from .._algebra._covariance import standardize
 from .._algebra._gaussian import coalition_factor, marginal_log_density
 from .._core._inputs import as_key, as_matrix, check_finite, column_names
 from .._core._validate import choice, integer, number
-from .._platform._threads import one_blas_thread
+from .._core._platform import one_blas_thread
 from ._gaussian import DEFAULT_SAMPLES
 from ._mixture_em import bayesian_information_criterion, fit_mixture
 from ._sampled import ConditionalSampler

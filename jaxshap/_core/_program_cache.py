@@ -1,4 +1,4 @@
-"""jaxshap's compiled programs, kept across processes in the user's cache folder.
+"""Compiled programs kept across processes: jaxshap's own store, and JAX's persistent cache switch.
 
 A first explanation spends most of its time in XLA's compiler. :func:`cached_jit` is ``jax.jit``
 for jaxshap's own programs, with one addition: the first call of a signature (the arguments'
@@ -8,8 +8,9 @@ the next process (``jax.experimental.serialize_executable``). Later calls of the
 the process call the executable directly.
 
 Why its own store and not JAX's persistent compilation cache: that cache is one global setting
-of the user's JAX (:func:`jaxshap.enable_compilation_cache` still turns it on for everything);
-this one touches only jaxshap's programs and leaves JAX's configuration as the user set it.
+of the user's JAX (:func:`enable_compilation_cache` turns it on for everything, behind one
+switch); this one touches only jaxshap's programs and leaves JAX's configuration as the user set
+it.
 
 * Key: SHA-256 of the lowered program's text (the model's own code and every shape and dtype are
   in it), the jax and jaxlib versions, the backend, the device kind and count.
@@ -26,7 +27,12 @@ this one touches only jaxshap's programs and leaves JAX's configuration as the u
   program of a process that sees several local devices (jax 0.10.2 loads a stored one-device
   executable there as one that expects arguments on all of them).
 * ``JAXSHAP_CACHE_DIR`` names the folder (default ``~/.cache/jaxshap/xla``); ``off`` turns the
-  store off (:func:`jaxshap._platform._config.program_cache_dir`).
+  store off (:func:`jaxshap._core._platform.program_cache_dir`).
+
+JAX's persistent compilation cache (:func:`enable_compilation_cache`) writes every compiled
+program to a folder and loads it in later processes instead of compiling again. jaxshap's
+programs take their arrays as arguments (never as embedded constants), so the same explainer
+configuration on the same shapes hits the cache across processes.
 """
 
 from __future__ import annotations
@@ -41,7 +47,8 @@ from typing import Any, Callable
 import jax
 import jaxlib
 
-from ._config import program_cache_dir
+from ._platform import cache_dir, program_cache_dir
+
 
 MAX_BYTES = 2 * 2**30
 """The most the folder holds; the least recently used entries are deleted beyond it."""
@@ -220,3 +227,37 @@ def cached_jit(fn: Callable[..., Any] | None = None, *, static_argnames: tuple[s
     call.lower = jitted.lower  # the program as jax.jit lowers it (tests read its HLO)
     call._cache_size = lambda: len(executables) + jitted._cache_size()  # noqa: SLF001 - as jax.jit's
     return call
+
+
+def enable_compilation_cache(path: Any = None, *, min_compile_seconds: float = 0.0) -> str:
+    """Turn on JAX's persistent compilation cache for this process, and return its folder.
+
+    Call it once, best before the first explanation (programs compiled earlier are not written).
+    Later processes that call it with the same folder load jaxshap's compiled programs
+    instead of compiling them, which removes most of the first call's time.
+
+    Args:
+      path: the cache folder (created if needed); ``None`` means ``$JAXSHAP_CACHE_DIR`` or
+        ``~/.cache/jaxshap/xla``.
+      min_compile_seconds: only programs that took at least this long to compile are written
+        (JAX's ``jax_persistent_cache_min_compile_time_secs``); the default 0 writes all.
+
+    Raises:
+      ValueError: for a negative ``min_compile_seconds``.
+    """
+    if isinstance(min_compile_seconds, bool) or not isinstance(min_compile_seconds, (int, float)) or min_compile_seconds < 0:
+        raise ValueError(f"`min_compile_seconds` must be a number of seconds >= 0; got {min_compile_seconds!r}.")
+    if path is None:
+        path = cache_dir()
+    path = os.path.abspath(os.fspath(path))
+    os.makedirs(path, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_seconds))
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    try:  # a cache already initialised (by an earlier compilation) would ignore the new folder
+        from jax._src import compilation_cache
+
+        compilation_cache.reset_cache()
+    except Exception:  # pragma: no cover - JAX keeps this private; best effort
+        pass
+    return path
