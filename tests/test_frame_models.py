@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import jaxshap
-from jaxshap._core._frame_model import FrameModel
+from jaxshap._core._categorical import FrameModel
 
 from oracle import interventional_shapley
 

@@ -19,7 +19,7 @@ import abc
 import dataclasses
 import math
 
-from .._core._registry import Registered
+from .._core._pytree import Registered
 from .._core._validate import number
 from ._combinatorics import shapley_kernel_mass
 

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._frame_model import unwrap
+from ._categorical import unwrap
 from ._pytree import Static, avals, merge, split
 
 # Rows per host call for non-JAX models; large enough to amortise Python overhead.
@@ -201,7 +201,7 @@ def model_errors() -> Iterator[None]:
 
 def _owner(model: Callable) -> Any:
     """The object a bound method belongs to (``clf`` for ``clf.predict_proba``, also inside a
-    :class:`~jaxshap._core._frame_model.FrameModel`), else the model."""
+    :class:`~jaxshap._core._categorical.FrameModel`), else the model."""
     model = unwrap(model)
     return getattr(model, "__self__", model)
 

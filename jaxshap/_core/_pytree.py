@@ -1,23 +1,39 @@
-"""Objects as pytrees: arrays are leaves, everything else is static configuration.
+"""How jaxshap's objects are represented: as pytrees, as strategies chosen by name, as saved files.
 
-An explainer (or a model such as ``functools.partial(mlp, params)``) is split, in the spirit of
-equinox's ``filter``, into its *dynamic* part (every JAX or NumPy array it holds, the leaves that
-flow through ``jax.jit`` and ``jax.grad``) and its *static* part (the tree structure and every
-other value: functions, ints, strings), which becomes part of the compiled program's cache key.
-Two objects whose static parts are equal and whose arrays have the same shapes share one
-compiled program; arrays with different values never change the program.
+Objects as pytrees: arrays are leaves, everything else is static configuration. An explainer (or
+a model such as ``functools.partial(mlp, params)``) is split, in the spirit of equinox's
+``filter``, into its *dynamic* part (every JAX or NumPy array it holds, the leaves that flow
+through ``jax.jit`` and ``jax.grad``) and its *static* part (the tree structure and every other
+value: functions, ints, strings), which becomes part of the compiled program's cache key. Two
+objects whose static parts are equal and whose arrays have the same shapes share one compiled
+program; arrays with different values never change the program. Static values compare by value
+when they are hashable (ints, strings, tuples, functions by identity) and by identity otherwise,
+so two distinct unhashable objects never share a program (a shared program for different
+configurations would be a silent wrong answer).
 
-Static values compare by value when they are hashable (ints, strings, tuples, functions by
-identity) and by identity otherwise, so two distinct unhashable objects never share a program
-(a shared program for different configurations would be a silent wrong answer).
+Strategy classes selected by name (:class:`Registered`): the one registry behind ``sampler=``
+and ``prior=``. A family of strategies (KernelSHAP samplers, priors on the control variates) is
+rooted in a class that subclasses :class:`Registered` with ``family=(what, argument, public
+name)``. Every subclass that sets its own ``name`` is registered under it when defined, so the
+caller's argument may be that name (the class's default instance) or an instance. Strategies are
+frozen dataclasses: static, hashable configuration of compiled programs.
+
+The saved form of a trained object (:func:`write_saved`, :func:`read_saved`): one NumPy ``.npz``
+file of arrays and a JSON ``config``. Trained networks (``AmortizedExplainer``, the learned
+maskers) are saved as their arrays plus a JSON ``config`` entry naming the saved ``kind`` and
+its ``format_version``; nothing is pickled, so loading runs no code from the file
+(``np.load(..., allow_pickle=False)``). A network, a list of ``{"w", "b"}`` layers, is stored as
+``{prefix}{i}_w`` and ``{prefix}{i}_b``.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+import json
+from typing import Any, Callable, ClassVar
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 
@@ -117,3 +133,93 @@ def register_fields(cls: type, skip: Callable[[str], bool] = lambda name: name.e
 
     jax.tree_util.register_pytree_node(cls, flatten, unflatten)
     return cls
+
+
+class Registered:
+    """Mixin of a family's root: registration by ``name``, :meth:`registered` and :meth:`resolve`.
+
+    Example::
+
+        @dataclasses.dataclass(frozen=True)
+        class Sampler(Registered, abc.ABC, family=("KernelSHAP sampler", "sampler", "jaxshap.coalitions.Sampler")):
+            ...
+    """
+
+    name: ClassVar[str] = ""
+    _registry: ClassVar[dict[str, type]]
+    _family: ClassVar[tuple[str, str, str]]
+
+    def __init_subclass__(cls, *, family: tuple[str, str, str] | None = None, **kwargs: Any):
+        super().__init_subclass__(**kwargs)
+        if family is not None:  # a family's root: its own table, classes in the order defined
+            cls._registry, cls._family = {}, family
+            return
+        name = cls.__dict__.get("name")
+        if not name:  # a base for others, or an instance-only strategy
+            return
+        known = cls._registry.get(name)
+        if known is not None and (known.__module__, known.__qualname__) != (cls.__module__, cls.__qualname__):
+            raise ValueError(f"a {cls._family[0]} named {name!r} exists already ({known.__qualname__}).")
+        cls._registry[name] = cls
+
+    @classmethod
+    def registered(cls) -> dict[str, Any]:
+        """Every registered strategy of the family by name, each with its default parameters."""
+        return {name: klass() for name, klass in cls._registry.items()}
+
+    @classmethod
+    def resolve(cls, choice: Any, *, others: tuple[str, ...] = ()) -> Any:
+        """The strategy ``choice`` selects: an instance itself, a name its registered class.
+
+        Raises:
+          ValueError: naming the argument, for an unknown name or anything else (``others`` are
+            names the caller accepts besides the registered ones, for the message).
+        """
+        if isinstance(choice, cls):
+            return choice
+        if isinstance(choice, str) and choice in cls._registry:
+            return cls._registry[choice]()
+        _, argument, public = cls._family
+        names = ", ".join(repr(n) for n in (*cls._registry, *others))
+        raise ValueError(f"`{argument}` must be one of {names} or a {public}; got {choice!r}.")
+
+
+def write_saved(path: str, config: dict, arrays: dict[str, Any]) -> None:
+    """Write ``arrays`` and the JSON-serialisable ``config`` to ``path``."""
+    with open(path, "wb") as fh:
+        np.savez(fh, config=np.array(json.dumps(config)), **{k: np.asarray(v) for k, v in arrays.items()})
+
+
+def read_saved(path: str, kind: str, version: int) -> tuple[dict, dict[str, np.ndarray]]:
+    """``(config, arrays)`` of a file written by :func:`write_saved` for a ``kind`` at ``version``.
+
+    Raises:
+      ValueError: when the file is not a saved ``kind`` (no ``config``, another ``kind``) or has
+        another format version.
+    """
+    with np.load(path, allow_pickle=False) as files:
+        if "config" not in files:
+            raise ValueError(f"{path!r} is not a saved {kind} (no `config` entry).")
+        config = json.loads(str(files["config"]))
+        arrays = {k: files[k] for k in files.files if k != "config"}
+    found = config.get("kind", kind)
+    if found != kind:
+        raise ValueError(f"{path!r} is not a saved {kind}: it holds a {found}; load it with {found}.load.")
+    if config.get("format_version") != version:
+        raise ValueError(f"{path!r} has format version {config.get('format_version')}; this jaxshap reads {version}.")
+    return config, arrays
+
+
+def network_arrays(params: list[dict], prefix: str = "layer") -> dict[str, Any]:
+    """A network's layers as named arrays: ``{prefix}{i}_w`` and ``{prefix}{i}_b``."""
+    arrays = {}
+    for i, layer in enumerate(params):
+        arrays[f"{prefix}{i}_w"], arrays[f"{prefix}{i}_b"] = layer["w"], layer["b"]
+    return arrays
+
+
+def network_from_arrays(arrays: dict[str, np.ndarray], n_layers: int, prefix: str = "layer") -> list[dict]:
+    """The network :func:`network_arrays` saved, as JAX arrays."""
+    return [
+        {"w": jnp.asarray(arrays[f"{prefix}{i}_w"]), "b": jnp.asarray(arrays[f"{prefix}{i}_b"])} for i in range(n_layers)
+    ]

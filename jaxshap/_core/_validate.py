@@ -1,4 +1,5 @@
-"""Argument checks, one home: every message names the argument, states the rule and shows the value.
+"""Argument checks, one home: every message names the argument, states the rule and shows the value;
+and warnings that blame the user's line.
 
 Each check returns the value converted to a plain Python type (so it can be static configuration)
 or raises ``ValueError``. Booleans are never numbers here: ``True`` is not a budget of one byte,
@@ -6,14 +7,20 @@ nor one permutation.
 
 A message reads ``` `name` must be RULE; got VALUE.``` where ``RULE`` is derived from the bounds
 (``"an integer of at least 2"``) unless a caller words it (``rule="a positive number of rows"``).
+
+A warning about the user's arguments points at the user's code: :func:`user_stacklevel` is the
+``stacklevel`` of the first frame outside the ``jaxshap`` package.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import sys
 from typing import Any, Sequence
 
 import numpy as np
+
 
 DEFAULT_MEMORY_BUDGET = 512 * 2**20
 """The working memory one explainer call may use, in bytes (512 MiB)."""
@@ -122,3 +129,16 @@ def memory_budget(value: Any) -> int:
     """
     return integer(value, "memory_budget", least=1, rule=(
         f"a positive number of bytes, an integer (default {DEFAULT_MEMORY_BUDGET}, 512 MiB)"))
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` for a :func:`warnings.warn` in the calling function that points at the
+    first frame outside the ``jaxshap`` package, however many of its own frames (wrappers,
+    helpers) lie between."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    return level

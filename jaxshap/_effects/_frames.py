@@ -2,7 +2,7 @@
 
 A model fitted on a pandas DataFrame (a scikit-learn pipeline that picks its columns by name, or
 one-hot encodes a ``category`` column) cannot take a matrix of numbers. The explainers call such
-a model with the frame rebuilt from each block of rows (:mod:`jaxshap._core._frame_model`); the
+a model with the frame rebuilt from each block of rows (:mod:`jaxshap._core._categorical`); the
 global effects (partial dependence, accumulated local effects, functional ANOVA, H statistics)
 do the same through :func:`frame_inputs`: the frame's ``category`` columns become their integer
 codes, and the model sees labels again.
@@ -17,7 +17,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 import numpy as np
 
 from .._core._categorical import category_codes, frame_categories
-from .._core._frame_model import as_frame_model
+from .._core._categorical import as_frame_model
 from .._core._inputs import as_matrix, check_finite, column_names, host_matrix, resolve_feature_names
 from .._core._model import is_host_model, local_x64
 from .._engine._shap_api import host64_arrays, host_model_float64
@@ -49,7 +49,7 @@ class FrameInputs(NamedTuple):
 
     Attributes:
       model: the model to evaluate on rows of numbers: the user's, or a
-        :class:`~jaxshap._core._frame_model.FrameModel` around it.
+        :class:`~jaxshap._core._categorical.FrameModel` around it.
       X: the rows ``[n, M]``, a ``category`` column as its codes.
       names: the ``M`` feature names.
       found: the positions of the frame's ``category`` columns.
@@ -68,7 +68,7 @@ def frame_inputs(model: Callable, X: Any, feature_names: Sequence[str] | None, *
 
     The model is wrapped to be called with a DataFrame when its owner was fitted on one with these
     columns (scikit-learn's ``feature_names_in_``), or when it fails on numbers but runs on a frame
-    with the ``category`` columns' labels (:func:`~jaxshap._core._frame_model.as_frame_model`);
+    with the ``category`` columns' labels (:func:`~jaxshap._core._categorical.as_frame_model`);
     otherwise it is called with the numbers, as given. Without column names (a NumPy ``X`` and no
     ``feature_names``) nothing is wrapped.
 

@@ -3,9 +3,9 @@
 An explainer binds a model and a masker once; calling it validates the rows (:meth:`_validate`,
 with :mod:`._inputs`), plans chunks under the memory budget (:meth:`_plan`, with
 :mod:`._chunking`), runs one compiled program over the rows (:func:`._program.run_rows`, which
-also pads rows to a few capacities, shards them over devices with :mod:`._sharding` and cuts
+also pads rows to a few capacities, shards them over devices with :mod:`jaxshap._core._device_rows` and cuts
 host-level blocks), and wraps the results (:meth:`_wrap`). Streams are cut by
-:mod:`._streaming`; progress is drawn by :mod:`._progress`. Subclasses only say how many
+:mod:`jaxshap._core._chunking`; progress is drawn by :mod:`._progress`. Subclasses only say how many
 coalitions a row needs, how much working memory their estimator needs per row, and which
 estimator kernel turns coalition values into attributions.
 
@@ -54,7 +54,7 @@ from .._core._inputs import (align_columns, as_matrix, check_finite_rows, check_
                              default_output_names, is_traced)
 from .._core._inputs import resolve_feature_names
 from .._core._links import check_link_outputs, link_function, resolve_link
-from .._core._frame_model import as_frame_model
+from .._core._categorical import as_frame_model
 from .._core._model import is_host_model, model_errors, wrap_model
 from ._shap_api import SHAP_BACKGROUND_ROWS, ShapAPI, is_rows, precision, warn_large_background
 from ._program import host_or_device

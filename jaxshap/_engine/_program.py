@@ -32,7 +32,7 @@ from .._core._chunking import bucket_rows, plan_blocks
 from .._core._inputs import is_traced
 from .._core._program_cache import cached_jit
 from .._core._progress import ProgressBar
-from .._core._sharding import RowMesh, row_mesh
+from .._core._device_rows import RowMesh, row_mesh
 
 
 @dataclasses.dataclass(frozen=True)

@@ -35,7 +35,7 @@ from .._core._model import model_errors
 from ._program import run_rows
 from .._core._progress import ProgressBar, progress_bar
 from .._core._pytree import register_fields
-from .._core._streaming import check_batch_size, cut_batches, is_single_batch, total_rows
+from .._core._chunking import check_batch_size, cut_batches, is_single_batch, total_rows
 
 
 class RowExplainer:

@@ -41,7 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._coalitions._kernel_sampling import plan_rows
-from .._core._registry import Registered
+from .._core._pytree import Registered
 from .._core._validate import integer, number
 from ._control_variates import odd_kernel, triple_mass, weighted_triple_kernel
 from ._kernel_solve import (

@@ -1,6 +1,6 @@
 """The saved form of a trained ``AmortizedExplainer``: one NumPy ``.npz`` file.
 
-The file (:mod:`jaxshap._core._saved`) holds a JSON ``config`` entry (sizes, dtype, names, the
+The file (:mod:`jaxshap._core._pytree`) holds a JSON ``config`` entry (sizes, dtype, names, the
 training record, ``kind`` and :data:`FORMAT_VERSION`) and the arrays explaining needs: the base
 value ``base``, the input and output scales ``x_mean``, ``x_scale``, ``y_scale`` and, per layer
 ``i`` of the network, ``layer{i}_w`` and ``layer{i}_b``. Neither the model nor the background is saved.
@@ -13,7 +13,7 @@ from typing import Any, Callable
 import jax.numpy as jnp
 
 from .._core._model import wrap_model
-from .._core._saved import network_arrays, network_from_arrays, read_saved, write_saved
+from .._core._pytree import network_arrays, network_from_arrays, read_saved, write_saved
 from .._core._validate import DEFAULT_MEMORY_BUDGET
 
 FORMAT_VERSION = 1

@@ -11,7 +11,7 @@ import numpy as np
 
 from .._result._explanation import Explanation
 from .._result._host import to_host
-from .._core._warnings import user_stacklevel
+from .._core._validate import user_stacklevel
 from .._algebra._covariance import check_numeric, host64, sample_moments, standard_gaussian, warn_regularised
 from .._algebra._gaussian import precision_matrix
 from .._core._validate import DEFAULT_MEMORY_BUDGET, choice

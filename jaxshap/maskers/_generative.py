@@ -11,7 +11,7 @@ import numpy as np
 
 from .._core._categorical import categorical_columns, category_codes, frame_categories
 from .._core._inputs import as_key, as_matrix, check_finite, column_names, is_traced
-from .._core._saved import network_arrays, network_from_arrays, read_saved, write_saved
+from .._core._pytree import network_arrays, network_from_arrays, read_saved, write_saved
 from .._core._validate import integer, layer_widths
 from .._estimators._training import uniform_size_masks
 from .._estimators._vaeac import Layout, draw, encode, init_vaeac, negative_elbo

@@ -92,7 +92,7 @@ class Independent(Masker):
     A DataFrame's pandas ``category`` columns are read as their codes (the background rows swap
     codes like any other value); explainers then map the labels of such columns in a DataFrame
     ``X`` to the same codes (:attr:`column_categories`), and a host model fitted on DataFrames is
-    called with the frame rebuilt, labels restored (see :mod:`jaxshap._core._frame_model`).
+    called with the frame rebuilt, labels restored (see :mod:`jaxshap._core._categorical`).
 
     Raises:
       ValueError: for an empty background, one holding NaN or inf, bad weights or a bad

@@ -10,7 +10,7 @@ import numpy as np
 
 from .._core._inputs import as_key, as_matrix, check_finite, column_names, is_traced
 from .._core._model import wrap_model
-from .._core._saved import network_arrays, network_from_arrays, read_saved, write_saved
+from .._core._pytree import network_arrays, network_from_arrays, read_saved, write_saved
 from .._core._validate import layer_widths
 from .._estimators._fastshap import apply_mlp, init_mlp
 from .._estimators._training import uniform_size_masks
