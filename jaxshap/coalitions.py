@@ -5,19 +5,25 @@ KernelSHAP's designs are :class:`Sampler` objects (:class:`Paired`, :class:`Leve
 rule behind ``sampler="auto"``.
 """
 
-from ._coalitions._masks import (
+from ._coalitions._combinatorics import (
     all_masks,
     exact_coefficients,
     permutation_ranks,
     prefix_masks,
     sample_permutations,
+    shapley_kernel as kernel_weight,
+    shapley_weights,
 )
-from ._coalitions._combinatorics import shapley_weights
-from ._coalitions._combinatorics import shapley_kernel as kernel_weight
 from ._coalitions._kernel_plan import KernelPlan, kernel_plan
 from ._coalitions._kernel_plan import min_coalitions as min_kernel_coalitions
-from ._coalitions._kernel_sampling import sample_coalitions as sample_kernel_coalitions
-from ._coalitions._samplers import Auto, Leverage, Middle, Paired, Sampler
+from ._coalitions._kernel_sampling import (
+    Auto,
+    Leverage,
+    Middle,
+    Paired,
+    Sampler,
+    sample_coalitions as sample_kernel_coalitions,
+)
 
 __all__ = [
     "KernelPlan",

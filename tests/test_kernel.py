@@ -14,8 +14,7 @@ import pytest
 import jaxshap
 from jaxshap.coalitions import kernel_plan, kernel_weight, min_kernel_coalitions, sample_kernel_coalitions
 from jaxshap.estimators import kernel_shapley, kernel_solve
-from jaxshap._coalitions._samplers import MIDDLE_SHARE
-from jaxshap._coalitions._samplers import innermost as _innermost
+from jaxshap._coalitions._kernel_sampling import MIDDLE_SHARE, innermost as _innermost
 from oracle import shapley_from_game
 
 

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 from jax.scipy.linalg import cho_solve
 
 from .._core._chunking import map_chunks
-from .._coalitions._masks import all_masks, exact_coefficients, sample_permutations
+from .._coalitions._combinatorics import all_masks, exact_coefficients, sample_permutations
 from ._gaussian import antithetic_linear_steps, precision_matrix
 
 EXACT_CHUNK = 4096

@@ -24,9 +24,8 @@ import math
 
 import numpy as np
 
-from ._combinatorics import shapley_kernel, shapley_kernel_mass
-from ._samplers import Sampler
-from ._static_cache import static_cache
+from ._combinatorics import shapley_kernel, shapley_kernel_mass, static_cache
+from ._kernel_sampling import Sampler
 
 MIN_BUDGET = 2
 """The smallest budget of a plan: one complementary pair."""

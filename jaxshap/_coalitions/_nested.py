@@ -33,8 +33,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ._combinatorics import all_codes_bits, shapley_weights
-from ._static_cache import static_cache
+from ._combinatorics import all_codes_bits, shapley_weights, static_cache
 
 Hierarchy = tuple
 """A nested tuple of feature positions (see the module docstring)."""

@@ -7,7 +7,7 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-from .._coalitions._masks import all_masks, exact_coefficients
+from .._coalitions._combinatorics import all_masks, exact_coefficients
 
 ValueFn = Callable[[jax.Array], jax.Array]
 

@@ -39,8 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._coalitions._combinatorics import code_bits, shapley_kernels
-from .._coalitions._samplers import Paired
-from .._coalitions._kernel_sampling import smallest
+from .._coalitions._kernel_sampling import Paired, smallest
 
 
 def shapley_size_logits(n_features: int) -> np.ndarray:

@@ -61,10 +61,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._coalitions._combinatorics import shapley_kernels, shapley_weight
-from .._coalitions._masks import all_masks, exact_coefficients
+from .._coalitions._combinatorics import all_masks, exact_coefficients, shapley_kernels, shapley_weight, static_cache
 from ._precision import full_precision
-from .._coalitions._static_cache import static_cache
 from .._core._validate import integer
 
 ValueFn = Callable[[jax.Array], jax.Array]

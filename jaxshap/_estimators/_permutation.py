@@ -7,7 +7,7 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-from .._coalitions._masks import permutation_ranks, prefix_masks, sample_permutations
+from .._coalitions._combinatorics import permutation_ranks, prefix_masks, sample_permutations
 
 ValueFn = Callable[[jax.Array], jax.Array]
 

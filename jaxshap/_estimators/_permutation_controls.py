@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import cho_factor, cho_solve
 
-from .._coalitions._masks import prefix_masks
+from .._coalitions._combinatorics import prefix_masks
 from ._control_variates import odd_kernel
 from ._permutation import permutation_walks, summarise_pairs, walk_pair_means
 from ._precision import full_precision

@@ -6,7 +6,7 @@ from typing import Any, Callable
 
 import jax.numpy as jnp
 
-from .._coalitions._masks import all_masks
+from .._coalitions._combinatorics import all_masks
 from .._estimators._interactions import INDICES, interaction_order, shapley_and_interactions
 from .._engine._explainer import ModelAgnosticExplainer
 from .._engine._shap_api import interactions_as_values

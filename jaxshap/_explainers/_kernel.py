@@ -12,7 +12,7 @@ from .._estimators._interactions import interaction_order
 from .._coalitions._kernel_plan import kernel_plan
 from .._coalitions._kernel_plan import max_coalitions as all_coalitions
 from .._coalitions._kernel_plan import min_coalitions
-from .._coalitions._samplers import Auto, Sampler
+from .._coalitions._kernel_sampling import Auto, Sampler
 from .._core._chunking import map_chunks
 from .._core._inputs import is_traced
 from .._core._validate import DEFAULT_MEMORY_BUDGET, flag, integer, number

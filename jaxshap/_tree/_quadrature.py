@@ -42,7 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._coalitions._static_cache import static_cache
+from .._coalitions._combinatorics import static_cache
 from .._estimators._interactions import INDICES, distinct_mask
 
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import jax
 
-from .._coalitions._chain import asymmetric_plan, chain_coalition_count, consistent_order_ranks, reverse_within_components
-from .._coalitions._static_cache import static_cache
+from .._coalitions._hierarchy import asymmetric_plan, chain_coalition_count, consistent_order_ranks, reverse_within_components
+from .._coalitions._combinatorics import static_cache
 from .._estimators._owen import owen_exact
 from ._base import Masker, ValueFn
 from ._columns import resolve_partition
@@ -25,7 +25,7 @@ def _plan(components: tuple, n_players: int):
 class ChainMasker(Wrapped):
     """Base of the maskers that know a causal chain of components of the players
     (:class:`Asymmetric`, :class:`Causal`): with ``asymmetric`` set, the attribution hooks give
-    asymmetric Shapley values over the chain (see :mod:`jaxshap._coalitions._chain`), else the
+    asymmetric Shapley values over the chain (see :mod:`jaxshap._coalitions._hierarchy`), else the
     inner masker's Shapley values."""
 
     def _set_chain(self, causal_ordering: Any, asymmetric: bool) -> None:

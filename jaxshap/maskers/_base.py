@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 import jax
 
-from .._coalitions._masks import permutation_ranks, sample_permutations
+from .._coalitions._combinatorics import permutation_ranks, sample_permutations
 from .._core._pytree import register_fields
 from .._estimators._exact import exact_shapley
 

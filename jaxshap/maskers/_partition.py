@@ -18,7 +18,7 @@ from .._coalitions._hierarchy import (
     order_tables,
     owen_plan,
 )
-from .._coalitions._static_cache import static_cache
+from .._coalitions._combinatorics import static_cache
 from .._estimators._owen import owen_exact
 from ._base import ValueFn
 from ._independent import DEFAULT_MAX_SAMPLES, Independent
