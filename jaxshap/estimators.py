@@ -6,12 +6,10 @@ its third-order control variates are :class:`RowPrior` objects (:class:`Isotropi
 :class:`Hierarchical`, :class:`Leading`, or a subclass of your own, registered by its ``name``).
 """
 
-from ._estimators._exact import exact_shapley
+from ._estimators._exact import exact_shapley, winter_values
 from ._estimators._interactions import INDICES, banzhaf_values, exact_interactions, interaction_matrix
-from ._estimators._kernel import kernel_shapley, kernel_solve
-from ._estimators._kernel_interactions import kernel_interactions
+from ._estimators._kernel import kernel_interactions, kernel_shapley, kernel_solve
 from ._estimators._permutation import permutation_shapley
-from ._estimators._winter import winter_values
 from ._estimators._kernel_priors import Hierarchical, Isotropic, Leading, RowPrior
 
 __all__ = [

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import jaxshap
-from jaxshap._algebra._covariance import Regularisation, default_floor, default_rcond, standard_gaussian
+from jaxshap._estimators._covariance import Regularisation, default_floor, default_rcond, standard_gaussian
 
 
 def _correlation_extremes(cov):

@@ -11,15 +11,8 @@ import optax
 import pytest
 
 import jaxshap
-from jaxshap._estimators._fastshap_training import (
-    Scaling,
-    Stopping,
-    TrainingConfig,
-    default_optimizer,
-    early_stop,
-    network_values,
-    train_amortized,
-)
+from jaxshap._estimators._fastshap import Scaling, TrainingConfig, network_values, train_amortized
+from jaxshap._estimators._training import Stopping, default_optimizer, early_stop
 
 M = 4
 

@@ -198,7 +198,7 @@ def test_fit_takes_dataframe_names():
 
 
 def test_conditional_moments_full_size_matches_numpy():
-    from jaxshap._algebra._gaussian import conditional_moments
+    from jaxshap._estimators._gaussian import conditional_moments
 
     _, cov, _ = problem(5, 12)
     d = np.sqrt(np.diag(cov))

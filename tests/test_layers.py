@@ -23,8 +23,7 @@ LAYERS = {
                         # inputs, device rows, validation, chunking, links, model adapters, sharding, streaming
     "datasets": 1,      # data shipped with the package
     "_coalitions": 2,   # combinatorics, masks, permutations, Shapley-kernel samplers, feature hierarchies
-    "_algebra": 3,      # the Gaussian conditioning algebra
-    "_estimators": 3,   # estimator kernels on a game v(masks)
+    "_estimators": 3,   # estimator kernels on a game v(masks), the Gaussian conditioning algebra, the training loop
     "_tree": 4,         # tree ensembles: readers, path tables, TreeSHAP kernels (the interaction indices of _estimators)
     "maskers": 4,       # value functions
     "_result": 5,       # Explanation and its cohorts
@@ -99,7 +98,7 @@ def test_every_unit_has_a_layer():
 
 
 @pytest.mark.parametrize("source, target, expected", [
-    ("_core", "_engine", "up"), ("_estimators", "_algebra", "sideways"), ("_engine", "_core", None)])
+    ("_core", "_engine", "up"), ("maskers", "_tree", "sideways"), ("_engine", "_core", None)])
 def test_the_check_can_fail(tmp_path, source, target, expected):
     """The checker reports an upward and a sideways import in a planted package, and accepts a downward one."""
     root = tmp_path / "jaxshap"

@@ -120,7 +120,7 @@ def test_walk_kernel_matches_prefix_regressions(rotations):
     """The Cholesky-of-the-precision walk kernel against explicit sub-block solves along each walk."""
     import jax
 
-    from jaxshap._algebra import _gaussian
+    from jaxshap._estimators import _gaussian
 
     with jax.enable_x64(True):
         rng = np.random.default_rng(4)
@@ -315,13 +315,13 @@ def test_sampled_transform_chunking_is_invisible():
     import jax
     import jax.numpy as jnp
 
-    from jaxshap._algebra import _linear
+    from jaxshap._estimators import _gaussian
 
     coef, _, _, cov, _ = random_problem(7, 8)
     d = np.sqrt(np.diag(cov))
     corr = jnp.asarray(cov / np.outer(d, d), jnp.float32)
     beta = jnp.asarray(coef * d, jnp.float32)[None]
     key = jax.random.key(3)
-    one = _linear.sampled_transform(key, corr, beta, 22, chunk=1)  # 5 groups and a pair
+    one = _gaussian.sampled_transform(key, corr, beta, 22, chunk=1)  # 5 groups and a pair
     for chunk in (2, 3):
-        np.testing.assert_allclose(_linear.sampled_transform(key, corr, beta, 22, chunk=chunk), one, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(_gaussian.sampled_transform(key, corr, beta, 22, chunk=chunk), one, rtol=1e-5, atol=1e-6)

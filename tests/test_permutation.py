@@ -138,7 +138,7 @@ def _walsh_game(m, seed):
 def test_controls_reduce_error_keep_efficiency_and_stay_unbiased():
     from jaxshap._estimators._kernel import third_order_ridge
     from jaxshap._estimators._permutation import permutation_shapley
-    from jaxshap._estimators._permutation_controls import adjusted_permutation_shapley
+    from jaxshap._estimators._permutation import adjusted_permutation_shapley
 
     m, walks = 8, 32
     game, phi = _walsh_game(m, seed=3)
@@ -162,7 +162,7 @@ def test_controls_reduce_error_keep_efficiency_and_stay_unbiased():
 
 def test_controls_are_exact_on_games_of_orders_one_and_two():
     """Antithetic walks are already exact there; the adjusted estimator must stay exact."""
-    from jaxshap._estimators._permutation_controls import adjusted_permutation_shapley
+    from jaxshap._estimators._permutation import adjusted_permutation_shapley
 
     m = 6
     rng = np.random.default_rng(1)

@@ -36,7 +36,7 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
-from ._precision import full_precision
+from ._exact import full_precision
 
 
 @full_precision

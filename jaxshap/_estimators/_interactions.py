@@ -62,7 +62,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._coalitions._combinatorics import all_masks, exact_coefficients, shapley_kernels, shapley_weight, static_cache
-from ._precision import full_precision
+from ._exact import full_precision
 from .._core._validate import integer
 
 ValueFn = Callable[[jax.Array], jax.Array]

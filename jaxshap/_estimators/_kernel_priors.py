@@ -48,7 +48,7 @@ from ._kernel_solve import (
     SMALL_RIDGE, RegressionRows, apply_plan, estimate, gls_apply, gls_finish, plan_stderr, regression_rows,
     safe_sqrt, spd_inverse, sweep_inverse,
 )
-from ._precision import full_precision
+from ._exact import full_precision
 
 
 @dataclasses.dataclass(frozen=True)

@@ -32,7 +32,7 @@ from jax.scipy.linalg import cho_factor, solve_triangular
 from .._coalitions._kernel_sampling import plan_rows
 from .._core._platform import after
 from ._control_variates import odd_kernel, walsh_controls
-from ._precision import full_precision
+from ._exact import full_precision
 
 SMALL_RIDGE = 1e-3
 """Ridge (relative to the mean curvature) of plans whose budget does not identify the regression:

@@ -24,17 +24,11 @@ from .._core._validate import memory_budget as check_memory_budget
 from .._engine._explainer import drop_output_axis
 from .._engine._rows import RowExplainer
 from .._estimators._exact import exact_shapley
-from .._estimators._fastshap_training import (
-    Scaling,
-    TrainingConfig,
-    default_optimizer,
-    network_values,
-    train_amortized,
-)
+from .._estimators._fastshap import Scaling, TrainingConfig, network_values, train_amortized
 from .._estimators._kernel import kernel_shapley
 from .._result._explanation import Explanation
 from ..maskers import Independent
-from ..maskers._learned import spread
+from .._estimators._training import default_optimizer, spread
 from ._amortized_file import load_explainer, save_explainer
 from ._gradient import check_plain_background
 
@@ -107,7 +101,7 @@ class AmortizedExplainer(RowExplainer):
     (see :mod:`jaxshap._estimators._fastshap`). Its minimiser, row by row, is the Shapley values;
     how close the trained network comes is measured on held-out rows against exact (``M <= 10``)
     or KernelSHAP values, used for early stopping and reported as ``validation_error_``. The
-    training loop is the pure :func:`jaxshap._estimators._fastshap_training.train_amortized`.
+    training loop is the pure :func:`jaxshap._estimators._fastshap.train_amortized`.
 
     Cost. Training evaluates the model on ``epochs * n_train * n_coalitions * background_samples``
     rows; explaining then costs one network pass plus one model evaluation per row.
@@ -286,7 +280,7 @@ class AmortizedExplainer(RowExplainer):
         takes one optimizer step per batch (one compiled scan per epoch). After each epoch the
         held-out rows are explained and compared with their reference values; the parameters of
         the best epoch are kept, and training stops after ``patience`` epochs without improvement
-        (:func:`jaxshap._estimators._fastshap_training.train_amortized`).
+        (:func:`jaxshap._estimators._fastshap.train_amortized`).
 
         Args:
           X_train: training rows ``[n, M]`` (array or DataFrame); a few hundred to a few thousand
@@ -296,7 +290,7 @@ class AmortizedExplainer(RowExplainer):
           batch_size: rows per optimizer step (capped at the number of training rows), default 16.
           learning_rate: peak learning rate of the default optimizer, Adam with a linear warmup
             over the first 5 % of the steps and a cosine decay to 1 % over the rest
-            (:func:`jaxshap._estimators._fastshap_training.default_optimizer`).
+            (:func:`jaxshap._estimators._training.default_optimizer`).
           optimizer: any optax ``GradientTransformation`` instead of the default.
           validation: held-out rows for early stopping: a fraction of ``X_train`` (default 0.1,
             at most 128 rows), a number of rows, or a tuple ``(X_val, values_val)`` of rows and

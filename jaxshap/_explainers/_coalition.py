@@ -8,7 +8,7 @@ from .._coalitions._nested import coalition_count, read_partition_tree
 from .._core._inputs import resolve_feature_names
 from .._core._validate import DEFAULT_MEMORY_BUDGET
 from .._engine._explainer import ModelAgnosticExplainer, as_masker
-from .._estimators._winter import winter_values
+from .._estimators._exact import winter_values
 from ..maskers import Partition
 from ..maskers._base import SHAPLEY
 from ._exact import MAX_EXACT_FEATURES

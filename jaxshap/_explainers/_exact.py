@@ -61,7 +61,7 @@ class ExactExplainer(ModelAgnosticExplainer):
     The masker decides the attribution (:meth:`jaxshap.maskers.Masker.exact_attribution`): with a
     :class:`jaxshap.maskers.Partition` masker it computes the exact Owen values over the masker's
     feature hierarchy instead, from only the coalitions that hierarchy needs (see
-    :func:`jaxshap._estimators._owen.owen_exact`); the limit is then on those coalitions, not on
+    :func:`jaxshap._estimators._exact.owen_exact`); the limit is then on those coalitions, not on
     the features, and interaction values are not available.
 
     Example::

@@ -12,8 +12,8 @@ import numpy as np
 from .._result._explanation import Explanation
 from .._result._host import to_host
 from .._core._validate import user_stacklevel
-from .._algebra._covariance import check_numeric, host64, sample_moments, standard_gaussian, warn_regularised
-from .._algebra._gaussian import precision_matrix
+from .._estimators._covariance import check_numeric, host64, sample_moments, standard_gaussian, warn_regularised
+from .._estimators._gaussian import exact_transform, precision_matrix, sampled_transform, to_data_units
 from .._core._validate import DEFAULT_MEMORY_BUDGET, choice
 from .._core._validate import memory_budget as check_memory_budget
 from .._engine._explainer import drop_output_axis
@@ -33,7 +33,6 @@ from .._core._model import declared_output_names
 from .._engine._shap_api import ShapAPI, linear_background
 from .._engine._rows import RowExplainer
 from ..maskers._kmeans import is_summary, summary_moments
-from .._algebra._linear import exact_transform, sampled_transform, to_data_units
 from .._core._platform import one_blas_thread
 
 MAX_AUTO_EXACT_FEATURES = 16
@@ -140,7 +139,7 @@ class LinearExplainer(ShapAPI, RowExplainer):
         ``1e-5`` / ``1e-8`` times the largest) with a warning. In float32, a matrix singular in
         float32 but not in float64 gets a transform computed in float64 instead (with a
         warning). A number sets the cut-off and the floor to that value (see
-        :mod:`jaxshap._algebra._gaussian`).
+        :mod:`jaxshap._estimators._gaussian`).
       feature_names: optional names of the ``M`` features.
       memory_budget: bytes of working memory one chunk of rows may use (as for every explainer;
         rows are explained in chunks, with ``progress=``, ``devices=`` and

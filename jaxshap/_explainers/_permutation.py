@@ -11,8 +11,15 @@ from .._core._validate import DEFAULT_MEMORY_BUDGET
 from .._engine._explainer import ModelAgnosticExplainer
 from .._core._inputs import check_walks
 from .._estimators._kernel import third_order_ridge
-from .._estimators._permutation import permutation_shapley, permutation_walks
-from .._estimators._permutation_controls import MAX_FIT_POINTS, adjust_walks, check_control_walks, fit_bytes_per_row, fit_points
+from .._estimators._permutation import (
+    MAX_FIT_POINTS,
+    adjust_walks,
+    check_control_walks,
+    fit_bytes_per_row,
+    fit_points,
+    permutation_shapley,
+    permutation_walks,
+)
 from ..maskers._base import SHAPLEY
 
 
@@ -45,14 +52,14 @@ class PermutationExplainer(ModelAgnosticExplainer):
       control_variates: subtract a surrogate of the game's third-order part, fitted on the
         walks themselves and cross-fitted between their two halves, whose Shapley values are
         zero (regression-adjusted Monte Carlo, Witter et al., 2025; see
-        :mod:`jaxshap._estimators._permutation_controls`). Same walks, same estimand, lower
+        :mod:`jaxshap._estimators._permutation`). Same walks, same estimand, lower
         error (``python -m bench permutation`` measures how much). The fit costs time of its own,
         which pays when the model's evaluations dominate: ``"auto"`` (default) turns it on for a
         host model (scikit-learn, XGBoost, ...) or when one coalition's model work, its
         evaluations times the model's activation bytes per row, is at least
         :data:`AUTO_MIN_BYTES`, provided ``n_permutations``
         is a multiple of 4 of at least 8, ``M >= 3``, each half has at most
-        :data:`~jaxshap._estimators._permutation_controls.MAX_FIT_POINTS` prefixes, and the
+        :data:`~jaxshap._estimators._permutation.MAX_FIT_POINTS` prefixes, and the
         masker asks for Shapley values (not a ``Partition``'s Owen values, which the surrogate
         does not preserve).
         ``True`` turns it on wherever it applies (for a cheap JAX model with a small

@@ -8,7 +8,7 @@ import jax
 
 from .._coalitions._hierarchy import asymmetric_plan, chain_coalition_count, consistent_order_ranks, reverse_within_components
 from .._coalitions._combinatorics import static_cache
-from .._estimators._owen import owen_exact
+from .._estimators._exact import owen_exact
 from ._base import Masker, ValueFn
 from ._columns import resolve_partition
 from ._wrapped import Wrapped

@@ -9,8 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import ndtri
 
-from .._algebra._covariance import prepare, sample_moments
-from .._algebra._gaussian import conditional_draws
+from .._estimators._covariance import prepare, sample_moments
+from .._estimators._gaussian import conditional_draws
 from .._core._categorical import categorical_columns, category_codes
 from .._core._inputs import as_matrix, check_finite, column_names, is_traced
 from .._core._validate import integer
@@ -65,7 +65,7 @@ class GaussianCopula(ConditionalSampler):
     :math:`z_j = \Phi^{-1}(\hat F_j(x_j))`; the scores are taken to be jointly normal, with the
     mean and covariance of the training rows' scores; a coalition is conditioned on in
     :math:`z`-space exactly as :class:`Gaussian` does (the shared conditioning algebra of
-    :mod:`jaxshap._algebra._gaussian`), and the draws are mapped back by each feature's
+    :mod:`jaxshap._estimators._gaussian`), and the draws are mapped back by each feature's
     empirical quantile function:
 
     .. math::

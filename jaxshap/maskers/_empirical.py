@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.linalg import solve_triangular
 
-from .._algebra._covariance import prepare, sample_moments
+from .._estimators._covariance import prepare, sample_moments
 from .._core._categorical import categorical_columns, category_codes, frame_categories, check_codes
 from .._core._inputs import as_matrix, check_finite, column_names, is_traced
 from .._core._validate import integer, number

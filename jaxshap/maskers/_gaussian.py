@@ -8,8 +8,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._algebra._covariance import prepare, sample_moments
-from .._algebra._gaussian import conditional_draws, conditional_draws_rows
+from .._estimators._covariance import prepare, sample_moments
+from .._estimators._gaussian import conditional_draws, conditional_draws_rows
 from .._core._inputs import as_key, as_matrix, check_finite, column_names, is_traced
 from .._core._validate import integer
 from ._sampled import ConditionalSampler
@@ -45,7 +45,7 @@ class Gaussian(ConditionalSampler):
     pairs :math:`\pm\varepsilon`, so the draws' mean is exactly the conditional mean and the
     values of a linear model carry no Monte-Carlo error at all. Per coalition, one Cholesky
     factorisation of the covariance with the coalition put first gives both the regression and
-    the factor (see :mod:`jaxshap._algebra._gaussian`); rank-deficient covariances are regularised as
+    the factor (see :mod:`jaxshap._estimators._gaussian`); rank-deficient covariances are regularised as
     described there, with a warning.
 
     Args:

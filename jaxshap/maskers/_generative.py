@@ -13,9 +13,8 @@ from .._core._categorical import categorical_columns, category_codes, frame_cate
 from .._core._inputs import as_key, as_matrix, check_finite, column_names, is_traced
 from .._core._pytree import network_arrays, network_from_arrays, read_saved, write_saved
 from .._core._validate import integer, layer_widths
-from .._estimators._training import uniform_size_masks
+from .._estimators._training import check_training, cost_text, fit_network, holdout, spread, uniform_size_masks
 from .._estimators._vaeac import Layout, draw, encode, init_vaeac, negative_elbo
-from ._learned import check_training, cost_text, fit_network, holdout, spread
 from ._sampled import ConditionalSampler
 
 DEFAULT_SAMPLES = 256
@@ -35,7 +34,7 @@ NETWORKS = ("prior", "decoder")
 class _Elbo:
     """The training loss: the negative vaeac bound on a batch ``(zs, codes)`` of rows, each with
     a random coalition and latent draw from ``key``. A frozen dataclass, so that maskers with
-    equal layouts share the compiled training program (:func:`..._learned.fit_network`)."""
+    equal layouts share the compiled training program (:func:`jaxshap._estimators._training.fit_network`)."""
 
     layout: Layout
 

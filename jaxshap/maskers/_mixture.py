@@ -9,8 +9,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._algebra._covariance import standardize
-from .._algebra._gaussian import coalition_factor, marginal_log_density
+from .._estimators._covariance import standardize
+from .._estimators._gaussian import coalition_factor, marginal_log_density
 from .._core._inputs import as_key, as_matrix, check_finite, column_names
 from .._core._validate import choice, integer, number
 from .._core._platform import one_blas_thread
@@ -70,7 +70,7 @@ class GaussianMixture(ConditionalSampler):
     coalition and row (common random numbers). Its component is the inverse of the cumulative
     re-weighted weights at :math:`u_n`, so each component gets its share of the draws to within
     one stratum; its value is that component's conditional draw with noise
-    :math:`\varepsilon_n` (:func:`jaxshap._algebra._gaussian.coalition_factor`). The strata
+    :math:`\varepsilon_n` (:func:`jaxshap._estimators._gaussian.coalition_factor`). The strata
     :math:`u_k = (k + U_k) / h`, :math:`k < h = \lceil n/2 \rceil`, :math:`U_k \sim U(0, 1)`, are
     used twice, with :math:`+\varepsilon_k` and :math:`-\varepsilon_k` (antithetic pairs in one
     component), so with one component the values of a linear model carry no Monte-Carlo error.

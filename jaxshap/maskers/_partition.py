@@ -19,7 +19,7 @@ from .._coalitions._hierarchy import (
     owen_plan,
 )
 from .._coalitions._combinatorics import static_cache
-from .._estimators._owen import owen_exact
+from .._estimators._exact import owen_exact
 from ._base import ValueFn
 from ._independent import DEFAULT_MAX_SAMPLES, Independent
 
@@ -129,7 +129,7 @@ class Partition(Independent):
             )
 
     def exact_attribution(self, value_fn: ValueFn) -> tuple[jax.Array, jax.Array]:
-        """Exact Owen values ``coef @ v(masks)`` (see :func:`jaxshap._estimators._owen.owen_exact`)."""
+        """Exact Owen values ``coef @ v(masks)`` (see :func:`jaxshap._estimators._exact.owen_exact`)."""
         phi, v_empty, _ = owen_exact(value_fn, *self.owen_coalitions)
         return phi, v_empty
 

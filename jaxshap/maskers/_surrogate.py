@@ -13,9 +13,8 @@ from .._core._model import wrap_model
 from .._core._pytree import network_arrays, network_from_arrays, read_saved, write_saved
 from .._core._validate import layer_widths
 from .._estimators._fastshap import apply_mlp, init_mlp
-from .._estimators._training import uniform_size_masks
+from .._estimators._training import check_training, cost_text, fit_network, holdout, spread, uniform_size_masks
 from ._base import Masker
-from ._learned import check_training, cost_text, fit_network, holdout, spread
 
 FORMAT_VERSION = 1
 """Version of :meth:`Surrogate.save`'s file layout."""

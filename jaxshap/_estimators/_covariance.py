@@ -3,7 +3,7 @@ r"""Validated multivariate normals: covariance checks, moments, and the standard
 A Gaussian :math:`\mathcal N(\mu, \Sigma)` is used in *standardised* coordinates
 :math:`z = (x - \mu) / d` with :math:`d = \sqrt{\operatorname{diag}\Sigma}`, on the correlation
 matrix :math:`C` (:func:`standardize`), so that the rank and conditioning policy is scale-free;
-:mod:`jaxshap._algebra._gaussian` conditions on coalitions in those coordinates.
+:mod:`jaxshap._estimators._gaussian` conditions on coalitions in those coordinates.
 
 Policy for rank-deficient or nearly collinear covariances (:func:`standard_gaussian`):
 a covariance must be symmetric and positive semi-definite up to a relative tolerance (eigenvalues

@@ -1,1 +1,0 @@
-"""The Gaussian conditioning algebra shared by the Gaussian masker and LinearExplainer."""
