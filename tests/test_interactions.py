@@ -474,7 +474,7 @@ def _cover_game(e, x):
 
 
 def test_tree_path_dependent_interactions_match_the_definition():
-    from jaxshap._tree._import import import_model
+    from jaxshap._tree._reader import import_model
 
     model, X = _tree_model("xgb_reg")
     e = import_model(model)
@@ -539,7 +539,7 @@ def test_tree_interventional_interactions_of_every_index_equal_exact_explainer(k
 def test_tree_path_dependent_interactions_of_every_index_match_the_definition(order):
     """The path-dependent game's indices (brute force over all coalitions of the cover game) laid
     out as the order-k tensor; for k-SII the rows sum to the SHAP values (efficiency at every order)."""
-    from jaxshap._tree._import import import_model
+    from jaxshap._tree._reader import import_model
 
     model, X = _tree_model("xgb_reg")
     e = import_model(model)

@@ -20,9 +20,9 @@ from oracle import shapley_from_game
 xgb = pytest.importorskip("xgboost")
 
 from jaxshap._estimators._interactions import exact_interactions  # noqa: E402
-from jaxshap._tree._import import import_model  # noqa: E402
+from jaxshap._tree._reader import import_model  # noqa: E402
 from jaxshap._tree._interventional import pair_block, shapley_tables, tables_host  # noqa: E402
-from jaxshap._tree._path_dependent import shapley_arrays, shapley_block  # noqa: E402
+from jaxshap._tree._quadrature import shapley_arrays, shapley_block  # noqa: E402
 from jaxshap._tree._paths import decompose, follows, follows_host, host_slots  # noqa: E402
 from jaxshap._tree._quadrature import product_terms, rule  # noqa: E402
 
@@ -222,10 +222,10 @@ def test_lightgbm_paths_of_24_and_more_features_are_exact(monkeypatch):
     margin = model.predict(rows, raw_score=True)
     np.testing.assert_allclose(values.sum(1) + np.asarray(expl.base_values), margin, rtol=0, atol=1e-12)
     np.testing.assert_allclose(values, model.predict(rows, pred_contrib=True)[:, :-1], rtol=0, atol=1e-7)
-    import jaxshap._tree._path_dependent as path_dependent
+    import jaxshap._tree._quadrature as quadrature
 
-    nodes = path_dependent.gauss_legendre
-    monkeypatch.setattr(path_dependent, "gauss_legendre", lambda n: nodes(n + 6))
+    nodes = quadrature.gauss_legendre
+    monkeypatch.setattr(quadrature, "gauss_legendre", lambda n: nodes(n + 6))
     more = np.asarray(jaxshap.TreeExplainer(model)(rows).values)
     np.testing.assert_allclose(more, values, rtol=0, atol=1e-12)
 

@@ -23,7 +23,7 @@ cb = pytest.importorskip("catboost")
 shap = pytest.importorskip("shap")
 pd = pytest.importorskip("pandas")
 
-from jaxshap._tree._import import import_model, reader_for  # noqa: E402
+from jaxshap._tree._reader import import_model, reader_for  # noqa: E402
 
 M = 5
 SUBSETS = [frozenset(c) for r in range(M + 1) for c in itertools.combinations(range(M), r)]

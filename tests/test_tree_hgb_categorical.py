@@ -25,7 +25,7 @@ from oracle import shapley_from_game
 from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
-from jaxshap._tree._import import import_model  # noqa: E402
+from jaxshap._tree._reader import import_model  # noqa: E402
 
 KINDS = ["reg", "bin", "multi"]
 

@@ -20,7 +20,7 @@ shap = pytest.importorskip("shap")
 from sklearn import ensemble as sk_ensemble  # noqa: E402
 from sklearn import tree as sk_tree  # noqa: E402
 
-from jaxshap._tree._import import import_model  # noqa: E402
+from jaxshap._tree._reader import import_model  # noqa: E402
 
 
 def _total(expl) -> np.ndarray:

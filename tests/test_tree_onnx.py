@@ -23,7 +23,7 @@ from sklearn.ensemble import GradientBoostingClassifier, GradientBoostingRegress
 from sklearn.ensemble import RandomForestRegressor  # noqa: E402
 from sklearn.tree import DecisionTreeRegressor  # noqa: E402
 
-from jaxshap._tree._import import import_model  # noqa: E402
+from jaxshap._tree._reader import import_model  # noqa: E402
 
 M = 4
 

@@ -9,7 +9,7 @@ from typing import Any, Callable, Sequence
 
 from .._core._links import resolve_link
 from .._engine._shap_api import is_rows, unpickle_explainer
-from .._tree._import import reader_for
+from .._tree._reader import reader_for
 from ..maskers import Independent
 from ..maskers._function import FunctionMasker, is_function_masker
 from ..maskers._kmeans import is_summary

@@ -2,11 +2,11 @@
 
 A *build* is everything one choice of trees (``tree_limit``) and kind (exact or Saabas) needs:
 the ensemble cut to those rounds is decomposed into root-to-leaf paths
-(:func:`jaxshap._tree._paths.decompose`), a :class:`~jaxshap._tree._routing.Router` turns path
+(:func:`jaxshap._tree._paths.decompose`), a :class:`~jaxshap._tree._rows.Router` turns path
 bounds and rows into ranks among the thresholds, and the paths are grouped by their number of
 distinct features ``U`` (at most :data:`MAX_GROUPS` groups, widths chosen to minimise the padded
 work) and cut into blocks (see :mod:`._kernels`). Path-dependent groups hold the quadrature
-factors of :mod:`jaxshap._tree._path_dependent`; interventional groups of short paths hold the
+factors of :mod:`jaxshap._tree._quadrature`; interventional groups of short paths hold the
 values of every pattern of followed slots (``2**U`` rows per path, for ``U <=``
 :data:`MAX_TABLE_SLOTS` and within half of ``memory_budget``), built from the background's
 pattern histogram; longer paths meet the background in chunks. Builds are cached per
@@ -24,10 +24,9 @@ import numpy as np
 from ..._core._validate import DEFAULT_MEMORY_BUDGET, integer
 from ..._tree._ensemble import TreeEnsemble
 from ..._tree._interventional import shapley_tables, tables_host
-from ..._tree._path_dependent import shapley_arrays
+from ..._tree._quadrature import expected_value, rule, shapley_arrays
 from ..._tree._paths import Paths, decompose, follows_host, host_slots, pattern
-from ..._tree._quadrature import expected_value, rule
-from ..._tree._routing import Router
+from ..._tree._rows import Router
 from ._kernels import CPU_CHUNK_ROWS, TreeRows, pad_blocks, plan_block
 
 MAX_TABLE_SLOTS = 10

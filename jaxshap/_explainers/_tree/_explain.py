@@ -2,7 +2,7 @@
 
 :class:`ExplainRows` is the part of :class:`~jaxshap.TreeExplainer` that explains: rows are read
 on the host as the model's library reads them (:func:`jaxshap._tree._rows.host_rows`), rounded
-to its precision, routed to ranks (:meth:`jaxshap._tree._routing.Router.encode`), explained by
+to its precision, routed to ranks (:meth:`jaxshap._tree._rows.Router.encode`), explained by
 the build's compiled kernels on the shared runtime (:class:`._kernels.TreeRows`), checked
 against the model's own output (the reader's :meth:`~jaxshap._tree._reader.TreeReader.raw_output`)
 and wrapped in an :class:`~jaxshap.Explanation`. Interaction values of any order and index run the

@@ -23,7 +23,7 @@ from ..._result._decomposition import Decomposition
 from ..._result._explanation import Explanation
 from ..._result._host import to_host
 from ..._tree._ensemble import TreeEnsemble
-from ..._tree._import import find_reader
+from ..._tree._reader import find_reader
 from ..._tree._rows import host_rows
 from ._build import Build, TreeBuilder, cover_from_data, require_cover
 from ._decompose import decompose
@@ -73,7 +73,7 @@ class TreeExplainer(ExplainRows, ShapAPI):
 
     Each tree is cut into root-to-leaf paths (as GPUTreeShap does). Path-dependent values are
     products of each path's factors at Gauss-Legendre nodes, as many as the widest path needs
-    for exact results (Quadrature-TreeSHAP, see :mod:`jaxshap._tree._path_dependent`);
+    for exact results (Quadrature-TreeSHAP, see :mod:`jaxshap._tree._quadrature`);
     interventional values are each leaf's pair game in closed form against chunks of background
     rows (:mod:`jaxshap._tree._interventional`), or, for paths of at most 10 distinct features
     (within half of ``memory_budget``), a table over the patterns of followed features built once
@@ -106,7 +106,7 @@ class TreeExplainer(ExplainRows, ShapAPI):
       log loss (or, for squared-error regression, the squared error) given the labels ``y``
       passed to the call. These are interventional (``data`` needed), exact with respect to the
       background in shap's sense: each background row's pair values are rescaled so that they
-      sum to the change in the transformed output (see :mod:`jaxshap._tree._transforms`), so
+      sum to the change in the transformed output (see :mod:`jaxshap._tree._interventional`), so
       efficiency holds in the output's units. For models whose raw output already is the
       probability (scikit-learn classifier trees and forests) they equal ``"raw"``.
 

@@ -1,20 +1,20 @@
 """The compiled TreeSHAP kernels of one build: blocks of paths against chunks of rows.
 
-A chunk of routed rows (ranks, see :mod:`jaxshap._tree._routing`) is held with the rows along
+A chunk of routed rows (ranks, see :mod:`jaxshap._tree._rows`) is held with the rows along
 the minor axis (``[M, r]``). Each group of paths (same number of slots ``U``) is cut into blocks
 of paths; a ``lax.scan`` over the blocks computes each block's ``[paths, slots, rows]``
 contributions and scatter-adds them into the ``[features * outputs, rows]`` accumulator, whole
 vectors of rows at a time. So the working set is one block, whatever the number of trees, and
 the program has one loop body per group, whatever the depth. A group's blocks hold, by kind:
 
-* ``"A1"`` (path-dependent): the factors of :mod:`jaxshap._tree._path_dependent`;
+* ``"A1"`` (path-dependent): the factors of :mod:`jaxshap._tree._quadrature`;
 * ``"table"`` (interventional, short paths): the values of every pattern of followed slots,
   from the background's pattern histogram (:func:`jaxshap._tree._interventional.tables_host`);
 * ``"value"`` (interventional): the pair games in closed form against chunks of background rows
   (:func:`jaxshap._tree._interventional.pair_block`), an inner ``lax.scan`` over those chunks;
 * ``"saabas"``: Saabas' attributions along the row's own path.
 
-A transformed output rescales each background row's pair values (see :mod:`jaxshap._tree._transforms`).
+A transformed output rescales each background row's pair values (see :mod:`jaxshap._tree._interventional`).
 Interaction values of any order run the same loops with :mod:`jaxshap._tree._quadrature`'s
 product terms (:func:`chunk_terms`).
 """
@@ -30,11 +30,10 @@ import numpy as np
 from ..._core._chunking import map_chunks
 from ..._engine._rows import RowExplainer
 from ..._estimators._interactions import interaction_tensor, ksii_from_sii
-from ..._tree import _transforms
+from ..._tree import _interventional
 from ..._tree._interventional import pair_block, pair_terms
-from ..._tree._path_dependent import shapley_block
+from ..._tree._quadrature import product_terms, shapley_block
 from ..._tree._paths import follows
-from ..._tree._quadrature import product_terms
 
 CPU_CHUNK_ROWS = 256
 """Rows per chunk on a CPU (fewer when the memory budget says so): enough for the rows axis to
@@ -110,13 +109,13 @@ def raw_margins(groups: list, xt: jax.Array, raw_base: jax.Array) -> jax.Array:
 
 def chunk_values_transformed(groups, X, y, raw_base, background, n_features, n_outputs, transform):
     """``([r, M, K], [r, K])``: values and base values of the transformed output ``g(f(x))`` for a
-    chunk of rows, rescaling each background row's pair values (see :mod:`jaxshap._tree._transforms`)."""
+    chunk of rows, rescaling each background row's pair values (see :mod:`jaxshap._tree._interventional`)."""
     xt = X.T
     r, k = X.shape[0], n_outputs
     fx = raw_margins(groups, xt, raw_base)  # [r, K]
 
     def rescale(codes, weight, fb):  # [r, b, K(k), K(j)] weighted, and the weighted g(f(b))
-        mats, gb = jax.vmap(lambda f, yy: _transforms.rescale_matrix(transform, f, fb, yy))(fx, y)
+        mats, gb = jax.vmap(lambda f, yy: _interventional.rescale_matrix(transform, f, fb, yy))(fx, y)
         return mats * weight[None, :, None, None], jnp.einsum("rbk,b->rk", gb, weight)
 
     def run(acc, group):

@@ -1,7 +1,7 @@
 """What TreeExplainer explains (``model_output``): the transform, the base value, the check.
 
 ``model_output`` picks a transform ``g`` of the ensemble's raw output ``f`` (see
-:mod:`jaxshap._tree._transforms`):
+:mod:`jaxshap._tree._interventional`):
 
 * ``"raw"``: ``g`` is the identity;
 * ``"probability"``: the ensemble's own ``output_transform`` (``"sigmoid"`` or ``"softmax"``;
@@ -24,7 +24,7 @@ import numpy as np
 
 from ..._core._validate import choice
 from ..._engine._program import host_or_device
-from ..._tree import _transforms
+from ..._tree import _interventional
 from ..._tree._ensemble import TreeEnsemble
 from ._build import Build, put
 
@@ -35,9 +35,9 @@ LOSSES = ("logistic_nlogloss", "squared_loss")  # transforms whose base value de
 def _probability(ensemble: TreeEnsemble, model_output: str, model: Any) -> tuple[str, bool]:
     """``(transform, doubled)`` for ``"probability"`` and ``"predict_proba"``."""
     transform = ensemble.output_transform
-    if transform == "softmax" and ensemble.n_outputs > _transforms.MAX_SOFTMAX_CLASSES:
+    if transform == "softmax" and ensemble.n_outputs > _interventional.MAX_SOFTMAX_CLASSES:
         raise ValueError(
-            f"model_output={model_output!r} supports up to {_transforms.MAX_SOFTMAX_CLASSES} classes; this "
+            f"model_output={model_output!r} supports up to {_interventional.MAX_SOFTMAX_CLASSES} classes; this "
             f"model has {ensemble.n_outputs}. Use model_output='raw'."
         )
     if transform in ("sigmoid", "softmax"):
@@ -57,7 +57,7 @@ class TreeOutput:
 
     Attributes:
       model_output: as the user passed it.
-      transform: ``g`` (a name in :data:`jaxshap._tree._transforms.TRANSFORMS`).
+      transform: ``g`` (a name in :data:`jaxshap._tree._interventional.TRANSFORMS`).
       doubled: a binary ``predict_proba``: columns ``(1 - p, p)`` from the values of ``p``.
       n_outputs: ``K`` of the explained output (the ensemble's, twice when doubled).
     """
@@ -114,7 +114,7 @@ class TreeOutput:
         if self.transform == "identity":
             base = build.base
         else:
-            base = build.weights @ np.asarray(_transforms.apply(self.transform, jnp.asarray(build.fb), 0.0), np.float64)
+            base = build.weights @ np.asarray(_interventional.apply(self.transform, jnp.asarray(build.fb), 0.0), np.float64)
         if self.doubled:
             base = np.concatenate([1.0 - base, base])
         return put(base[0] if base.size == 1 else base, dtype)
@@ -124,7 +124,7 @@ class TreeOutput:
         if self.transform == "identity":
             out = raw
         else:
-            out = np.asarray(jax.vmap(lambda m, yy: _transforms.apply(self.transform, m, yy))(
+            out = np.asarray(jax.vmap(lambda m, yy: _interventional.apply(self.transform, m, yy))(
                 jnp.asarray(raw, jnp.float32), jnp.asarray(y, jnp.float32)), np.float64)
         if self.doubled:
             out = np.concatenate([1.0 - out, out], axis=-1)
@@ -170,5 +170,5 @@ def _label_base(transform: str, fb: np.ndarray, weights: np.ndarray, y: Any) -> 
     """The (weighted) mean over the background margins ``fb`` of the loss at label ``y`` (a scalar
     for one output), in float64."""
     with jax.enable_x64(True):
-        base = weights @ np.asarray(_transforms.apply(transform, jnp.asarray(fb, jnp.float64), float(y)))
+        base = weights @ np.asarray(_interventional.apply(transform, jnp.asarray(fb, jnp.float64), float(y)))
     return base[0] if base.size == 1 else base
