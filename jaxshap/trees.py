@@ -7,6 +7,7 @@ models it recognises. A reader returns a :class:`TreeEnsemble`, best built with
 
     class MyReader(jaxshap.trees.TreeReader):
         formats = "mylib: Forest"
+        modules = ("mylib",)  # asked about models of mylib (empty: about every model)
 
         def recognises(self, model):
             return isinstance(model, mylib.Forest)

@@ -197,3 +197,60 @@ def test_pickles_and_unknown_models_name_the_format(setup, tmp_path):
     np.testing.assert_allclose(np.asarray(again(rows).values), np.asarray(ex(rows).values))
     with pytest.raises(TypeError, match="tests: TinyForest"):
         jaxshap.TreeExplainer(object())
+
+
+class SpyReader(trees.TreeReader, register=False):
+    """Reads nothing; records the models and rows it is asked about."""
+
+    formats = "tests: nothing"
+
+    def __init__(self):
+        self.asked, self.rows = [], []
+
+    def recognises(self, model):
+        self.asked.append(type(model).__name__)
+        return False
+
+    def read(self, model):  # pragma: no cover - recognises nothing
+        raise AssertionError
+
+    def input_rows(self, x):
+        self.rows.append(type(x).__name__)
+        return None
+
+
+class OtherLibrarySpy(SpyReader, register=False):
+    modules = ("lightgbm",)
+
+
+class OwnModuleSpy(SpyReader, register=False):
+    modules = (TinyForest.__module__.split(".")[0],)
+
+
+class AnywhereSpy(SpyReader, register=False):
+    pass
+
+
+def test_only_the_readers_of_the_models_module_are_asked(setup, monkeypatch):
+    """A reader that names another library's module is not asked about this format's models nor
+    rows; one that names the model's module, or none, is; an unknown model is offered to every
+    reader before the error lists the supported formats."""
+    from jaxshap._tree import _reader
+
+    monkeypatch.setattr(_reader, "_REGISTRY", list(_reader._REGISTRY))  # the spies leave with the test
+    other, own, anywhere = OtherLibrarySpy(), OwnModuleSpy(), AnywhereSpy()
+    for spy in (other, own, anywhere):
+        _reader.register_reader(spy)
+    model, bg, rows = setup
+    expl = jaxshap.TreeExplainer(model, bg)(rows)
+    assert expl.values.shape == (rows.shape[0], M)
+    assert other.asked == [] and other.rows == []
+    assert "TinyForest" in own.asked and "TinyForest" in anywhere.asked
+    assert anywhere.rows and not own.rows  # numpy rows: only the reader that names no module reads them
+
+    class Unknown:
+        pass
+
+    with pytest.raises(TypeError, match="Supported models: .*tests: TinyForest"):
+        jaxshap.TreeExplainer(Unknown())
+    assert other.asked == ["Unknown"]  # asked once no reader of the model's own module recognised it

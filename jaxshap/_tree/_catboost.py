@@ -245,6 +245,7 @@ class CatBoostReader(TreeReader):
     ``predict(prediction_type="RawFormulaVal")``."""
 
     formats = "CatBoost: CatBoost, CatBoostRegressor, CatBoostClassifier, CatBoostRanker"
+    modules = ("catboost",)
 
     def recognises(self, model: Any) -> bool:
         return _is_catboost(model)

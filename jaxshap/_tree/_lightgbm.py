@@ -143,6 +143,7 @@ class LightGBMReader(TreeReader):
     ``predict(raw_score=True)``."""
 
     formats = "LightGBM: Booster, LGBMRegressor, LGBMClassifier"
+    modules = ("lightgbm",)
 
     def recognises(self, model: Any) -> bool:
         cls = type(model)

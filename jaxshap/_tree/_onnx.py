@@ -218,6 +218,7 @@ class OnnxReader(TreeReader):
     ensemble's own walk, which routes as onnxruntime does (onnxruntime is not needed)."""
 
     formats = "ONNX: ModelProto with a TreeEnsembleRegressor or TreeEnsembleClassifier node"
+    modules = ("onnx",)
 
     def recognises(self, model: Any) -> bool:
         return root_module(model) == "onnx" and type(model).__name__ == "ModelProto"

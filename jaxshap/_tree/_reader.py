@@ -11,13 +11,17 @@ A reader says, for its format:
   the additivity check compares the attributions with;
 * :meth:`TreeReader.input_rows`: how to read the library's own input containers (XGBoost's
   ``DMatrix``) as rows;
+* :attr:`TreeReader.modules`: the top-level modules of the model types (and input containers)
+  it reads (``("xgboost",)``; empty: any).
 
 Defining a concrete subclass registers an instance of it (``register=False`` in the class
 statement opts out). ``TreeExplainer``, ``jaxshap.Explainer`` and :func:`import_model` ask the
 registered readers, the most recently registered first, so a reader defined outside the package
 can also take over a model type from a built-in one (:func:`reader_for`, :func:`find_reader`).
-The model libraries stay optional: a reader imports its library only when it is handed one of
-its models.
+Only the readers that name the model's top-level module, and those that name none, are asked
+first (:func:`readers_of`); the others are asked only when none of these recognises the model.
+So explaining a model runs the code of its own library's reader and not the others'. The model
+libraries stay optional: a reader imports its library only when it is handed one of its models.
 
 shap's dictionary tree format (:class:`ShapDictReader`): shap's ``TreeExplainer`` reads a model
 given as a dictionary (its "custom tree model" format):
@@ -59,11 +63,17 @@ class TreeReader(abc.ABC):
     Attributes:
       formats: the models the reader reads, in words (listed when a model is not recognised),
         e.g. ``"XGBoost: Booster, XGBRegressor, XGBClassifier"``.
+      modules: the top-level modules of the model types (and input containers) the reader reads,
+        as :func:`root_module` names them, e.g. ``("xgboost",)``: a model of another module is
+        offered to the reader only when no reader of its own module (nor one that names no
+        module) recognises it, and an input container never. Empty (the default): the reader is
+        asked about every model and every input.
       width_from_rows: the format names no number of features, so the rows tell it (features
         past the last split add nothing); the ensemble it reads counts up to its last split.
     """
 
     formats: str = ""
+    modules: tuple[str, ...] = ()
     width_from_rows: bool = False
 
     def __init_subclass__(cls, register: bool = True, **kwargs: Any):
@@ -134,10 +144,22 @@ def require_fitted(model: Any, fitted: bool | None = None) -> None:
         raise ValueError(f"`model`: the {type(model).__name__} is not fitted; call fit before explaining it.")
 
 
+def readers_of(obj: Any) -> tuple[tuple[TreeReader, ...], tuple[TreeReader, ...]]:
+    """``(own, others)``: the registered readers (the most recently registered first) whose
+    ``modules`` name ``obj``'s top-level module or are empty, and the rest."""
+    root = root_module(obj)
+    own, others = [], []
+    for reader in readers():
+        (own if not reader.modules or root in reader.modules else others).append(reader)
+    return tuple(own), tuple(others)
+
+
 def reader_for(model: Any) -> TreeReader | None:
     """The first registered reader (the most recently registered first) that recognises
-    ``model``, or ``None``."""
-    for reader in readers():
+    ``model``, or ``None``: the readers of the model's own module (and those that name none)
+    are asked, and only when none of them recognises it the others."""
+    own, others = readers_of(model)
+    for reader in own + others:
         if reader.recognises(model):
             return reader
     return None
@@ -179,6 +201,7 @@ class EnsembleReader(TreeReader, register=False):
     """A :class:`TreeEnsemble` is read as it is; its raw output is its own walk."""
 
     formats = "jaxshap.trees.TreeEnsemble"
+    modules = ("jaxshap",)
 
     def recognises(self, model: Any) -> bool:
         return isinstance(model, TreeEnsemble)
@@ -267,6 +290,7 @@ class ShapDictReader(TreeReader, register=False):
 
     formats = ("shap's dictionary format ({'trees': [{'children_left', 'children_right', 'children_default', "
                "'features', 'thresholds', 'values', 'node_sample_weight'}, ...]})")
+    modules = ("builtins",)  # a dict
     width_from_rows = True
 
     def recognises(self, model: Any) -> bool:

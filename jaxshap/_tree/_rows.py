@@ -10,7 +10,8 @@ values, read the way the model's library reads it:
   names its categories (the ensemble's ``categories``), by their labels, or by their values for a
   model trained on the values (``category_values``: CatBoost), which must then be numbers;
 * a model library's own containers (``xgboost.DMatrix``: its stored entries, absent entries
-  missing) by the registered tree readers (:meth:`._reader.TreeReader.input_rows`);
+  missing) by the registered tree readers of the container's module
+  (:meth:`._reader.TreeReader.input_rows`);
 * ``scipy.sparse`` matrices: absent entries are missing when the ensemble says so
   (``sparse_missing``: XGBoost), zeros otherwise.
 
@@ -40,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from .._core._inputs import as_rows, object_numbers
-from ._reader import readers
+from ._reader import readers_of
 from ._ensemble import ZERO_THRESHOLD
 
 
@@ -109,7 +110,7 @@ def host_rows(x: Any, name: str, *, sparse_missing: bool, categories: dict | Non
       ValueError: for input that is not one- or two-dimensional.
     """
     names = None
-    for reader in readers():
+    for reader in readers_of(x)[0]:
         read = reader.input_rows(x)
         if read is not None:
             return as_rows(np.asarray(read[0], np.float64), name), read[1]

@@ -128,6 +128,7 @@ class SklearnReader(TreeReader):
         "ExtraTrees Regressor/Classifier, GradientBoosting Regressor/Classifier, "
         "HistGradientBoosting Regressor/Classifier"
     )
+    modules = ("sklearn",)
 
     def recognises(self, model: Any) -> bool:
         return root_module(model) == "sklearn" and type(model).__name__ in _CLASSES
@@ -185,6 +186,7 @@ class IsolationForestReader(TreeReader):
     """scikit-learn's ``IsolationForest``, explained through its mean path length ``E[h(x)]``."""
 
     formats = "scikit-learn: IsolationForest"
+    modules = ("sklearn",)
 
     def recognises(self, model: Any) -> bool:
         return root_module(model) == "sklearn" and type(model).__name__ == "IsolationForest"

@@ -124,6 +124,7 @@ class XGBoostReader(TreeReader):
     output comes from ``inplace_predict`` (margin)."""
 
     formats = "XGBoost: Booster, XGBRegressor, XGBClassifier (and other xgboost.sklearn tree models)"
+    modules = ("xgboost",)
 
     def recognises(self, model: Any) -> bool:
         cls = type(model)
