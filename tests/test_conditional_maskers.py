@@ -359,7 +359,7 @@ def test_copula_normal_cdf_is_accurate_in_absolute_terms():
     absolute terms (what picks a quantile-table cell), over the whole range and in both dtypes."""
     from scipy.stats import norm
 
-    from jaxshap.maskers._copula import normal_cdf
+    from jaxshap.maskers._gaussian import normal_cdf
 
     z = np.concatenate([np.linspace(-12.0, 12.0, 20001), [-np.inf, np.inf]])
     got32 = np.asarray(normal_cdf(jnp.asarray(z, jnp.float32)), np.float64)

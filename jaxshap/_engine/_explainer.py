@@ -45,7 +45,7 @@ import numpy as np
 
 from .._result._explanation import Explanation
 from ..maskers import Independent, Masker
-from ..maskers._players import player_masker
+from ..maskers._causal import player_masker
 from .._core._validate import DEFAULT_MEMORY_BUDGET
 from .._core._validate import memory_budget as check_memory_budget
 from .._core._categorical import encode_categories

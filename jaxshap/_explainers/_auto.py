@@ -11,9 +11,9 @@ from .._core._links import resolve_link
 from .._engine._shap_api import is_rows, unpickle_explainer
 from .._tree._reader import reader_for
 from ..maskers import Independent
-from ..maskers._function import FunctionMasker, is_function_masker
+from ..maskers._base import FunctionMasker, is_function_masker
 from ..maskers._kmeans import is_summary
-from ..maskers._players import player_masker
+from ..maskers._causal import player_masker
 from ._coalition import CoalitionExplainer
 from ._deferred import DeferredExplainer
 from ._exact import MAX_EXACT_FEATURES, ExactExplainer

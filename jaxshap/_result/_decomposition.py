@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..maskers._columns import resolve_groups
+from ..maskers._grouped import resolve_groups
 
 
 class Importance(NamedTuple):

@@ -25,17 +25,17 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 if TYPE_CHECKING:  # the public names; each is imported on its first use (jaxshap._lazy)
-    from ._asymmetric import Asymmetric
+    from ._causal import Asymmetric
     from ._base import Masker
     from ._causal import Causal
-    from ._copula import GaussianCopula
+    from ._gaussian import GaussianCopula
     from ._empirical import Empirical
     from ._gaussian import Gaussian
     from ._generative import Generative
     from ._grouped import Grouped
     from ._independent import Independent
     from ._mixture import GaussianMixture
-    from ._partition import Partition
+    from ._independent import Partition
     from ._surrogate import Surrogate
 
 __getattr__, __dir__ = lazy_exports(__name__, __file__, globals())

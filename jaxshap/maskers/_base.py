@@ -1,4 +1,8 @@
-"""The masker protocol: what an explainer asks of a value function, and of the attribution."""
+"""The masker protocol: what an explainer asks of a value function, and of the attribution; the
+base of the maskers whose coalition value is a Monte-Carlo mean over draws of ``X`` given
+``X_S = x_S`` (:class:`ConditionalSampler`); and shap's function maskers, a callable
+``masker(mask, x)`` that returns the masked rows (:class:`FunctionMasker`).
+"""
 
 from __future__ import annotations
 
@@ -6,10 +10,14 @@ import abc
 from typing import Any, Callable
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 
 from .._coalitions._combinatorics import permutation_ranks, sample_permutations
-from .._core._pytree import register_fields
+from .._core._pytree import Static, register_fields
 from .._estimators._exact import exact_shapley
+from .._core._inputs import as_matrix
+
 
 ValueFn = Callable[[jax.Array], jax.Array]
 
@@ -235,3 +243,118 @@ class Masker(abc.ABC):
             f"{type(self).__name__} has no conditional distribution to draw from; causal Shapley values need "
             "a masker that has one (jaxshap.maskers.Gaussian, GaussianCopula, GaussianMixture, Empirical, Generative)."
         )
+
+
+class ConditionalSampler(Masker):
+    r"""Base of the maskers that estimate :math:`v_x(S) = E[f(X) \mid X_S = x_S]` by sampling.
+
+    .. math::
+
+        v_x(S) \approx \frac1N \sum_{n=1}^{N} f\bigl(X^{(n)}\bigr),\qquad
+        X^{(n)} \sim p(X \mid X_S = x_S),\ X^{(n)}_S = x_S .
+
+    A subclass defines :meth:`conditional_samples` (``[C, N, M]`` draws, one set per coalition,
+    usually common random numbers shared by every coalition and row) and :attr:`n_samples`; one
+    coalition value then costs ``N`` model evaluations. :class:`Gaussian`,
+    :class:`GaussianCopula`, :class:`GaussianMixture` and :class:`Generative` are such maskers.
+    """
+
+    @property
+    def n_samples(self) -> int:
+        """``N``, the draws per coalition value (the first axis of the masker's ``noise``)."""
+        return self.noise.shape[0]
+
+    @property
+    def evals_per_coalition(self) -> int:
+        """Model evaluations that one coalition value costs: ``n_samples``."""
+        return self.n_samples
+
+    @abc.abstractmethod
+    def conditional_samples(self, x: jax.Array, masks: jax.Array) -> jax.Array:
+        """Draws of ``X`` given ``X_S = x_S`` for each coalition: ``[C, n_samples, M]``."""
+
+    def coalition_values(self, f: Callable[[jax.Array], jax.Array], x: jax.Array, masks: jax.Array) -> jax.Array:
+        """``v_x(S)`` for each coalition in ``masks``.
+
+        Args:
+          f: model mapping ``[..., M]`` to ``[..., K]``.
+          x: the explained row, ``[M]``.
+          masks: ``[C, M]`` boolean coalitions.
+
+        Returns:
+          ``[C, K]`` coalition values: means of ``f`` over each coalition's draws.
+        """
+        return f(self.conditional_samples(x, masks)).mean(axis=1)
+
+
+def is_function_masker(masker: Any) -> bool:
+    """A plain callable given where a masker goes (shap's custom-masker API): not a masker,
+    not rows, not a summary."""
+    return callable(masker) and not hasattr(masker, "coalition_values") and not hasattr(masker, "shape")
+
+
+class FunctionMasker(Masker):
+    r"""A masking function as a masker: ``v_x(S) = mean_r f(masker(S, x)_r)``.
+
+    shap's custom-masker API: ``masker(mask, x)`` takes a boolean mask ``[M]`` (``True``: the
+    feature keeps the row's value) and one row ``x`` ``[M]`` (NumPy) and returns the masked
+    rows ``[r, M]`` (or one row ``[M]``), over which the model's output is averaged. It runs on
+    the host (through :func:`jax.pure_callback`), once per coalition; it must return the same
+    number of rows ``r`` for every mask (``r`` is read from a first call on ``probe_x``).
+
+    Args:
+      fn: the masking function.
+      probe_x: a row ``[M]`` (the first explained row) that fixes ``M``, ``r`` and the dtype.
+
+    Raises:
+      ValueError: when ``fn`` does not return rows of ``M`` columns.
+    """
+
+    def __init__(self, fn: Callable, probe_x: Any):
+        x = np.asarray(as_matrix(probe_x, "X")[0])
+        m = x.shape[0]
+        rows = self._rows(fn, np.ones(m, bool), x)
+        self.fn, self.m, self.r = Static(fn), m, rows.shape[0]
+        self.rows = jnp.asarray(rows, x.dtype)
+
+    @staticmethod
+    def _rows(fn: Callable, mask: np.ndarray, x: np.ndarray) -> np.ndarray:
+        out = np.asarray(fn(mask, x))
+        if out.ndim not in (1, 2) or out.shape[-1] != x.shape[0]:
+            raise ValueError(
+                f"the masking function must return rows [r, {x.shape[0]}] (or one row [{x.shape[0]}]) for "
+                f"masker(mask, x); it returned shape {out.shape}."
+            )
+        return out.reshape(-1, x.shape[0])
+
+    @property
+    def n_features(self) -> int:
+        return self.m
+
+    @property
+    def dtype(self):
+        return self.rows.dtype
+
+    @property
+    def evals_per_coalition(self) -> int:
+        return self.r
+
+    @property
+    def probe_rows(self) -> jax.Array:
+        return self.rows
+
+    def coalition_values(self, f: Callable[[jax.Array], jax.Array], x: jax.Array, masks: jax.Array) -> jax.Array:
+        fn, r, m, dtype = self.fn.value, self.r, self.m, np.dtype(self.dtype)
+
+        def host(xv, mv):
+            out = [self._rows(fn, np.asarray(k, bool), np.asarray(xv)) for k in np.asarray(mv)]
+            if any(o.shape[0] != r for o in out):
+                raise ValueError(f"the masking function returned a number of rows other than its first call's {r}.")
+            return np.stack(out).astype(dtype).reshape(len(out), r, m)
+
+        shape = jax.ShapeDtypeStruct((masks.shape[0], r, m), dtype)
+        inputs = jax.pure_callback(host, shape, x, masks, vmap_method="sequential")
+        return f(inputs).mean(axis=1)
+
+    def __repr__(self) -> str:
+        return f"FunctionMasker({getattr(self.fn.value, '__name__', 'masker')}, rows per coalition: {self.r})"

@@ -15,7 +15,7 @@ from .._core._pytree import network_arrays, network_from_arrays, read_saved, wri
 from .._core._validate import integer, layer_widths
 from .._estimators._training import check_training, cost_text, fit_network, holdout, spread, uniform_size_masks
 from .._estimators._vaeac import Layout, draw, encode, init_vaeac, negative_elbo
-from ._sampled import ConditionalSampler
+from ._base import ConditionalSampler
 
 DEFAULT_SAMPLES = 256
 """Draws per coalition value (model evaluations per coalition)."""

@@ -16,7 +16,7 @@ from .._core._validate import choice, integer, number
 from .._core._platform import one_blas_thread
 from ._gaussian import DEFAULT_SAMPLES
 from ._mixture_em import bayesian_information_criterion, fit_mixture
-from ._sampled import ConditionalSampler
+from ._base import ConditionalSampler
 
 STRICT_RCOND = 0.0
 """The components' correlations are used as fitted (``reg_covar`` keeps them positive definite)."""
