@@ -26,7 +26,7 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
-from ._result._in_shap import convert as _convert, convert_in_shap
+from ._result._interop import convert as _convert, convert_in_shap
 
 PLOTS = ("bar", "beeswarm", "decision", "force", "heatmap", "scatter", "violin", "waterfall")
 LEGACY = ("summary_plot", "force_plot", "dependence_plot", "decision_plot", "waterfall_plot", "initjs")

@@ -242,7 +242,7 @@ def test_hclust_order_is_shaps(metric):
 
 @pytest.mark.parametrize("n", [2, 3, 17, 64])
 def test_hclust_on_random_rows(n):
-    from jaxshap._result._ordering import hclust_order
+    from jaxshap._result._cohorts import hclust_order
 
     for seed in range(3):
         X = np.random.default_rng(seed).normal(size=(n, 5)) * np.arange(1, 6)

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._result._explanation import Explanation
-from .._result._host import to_host
+from .._result._arrays import to_host
 from .._core._validate import user_stacklevel
 from .._estimators._covariance import check_numeric, host64, sample_moments, standard_gaussian, warn_regularised
 from .._estimators._gaussian import exact_transform, precision_matrix, sampled_transform, to_data_units

@@ -16,11 +16,9 @@ import numpy as np
 
 from .._core._inputs import is_traced
 from .._core._validate import integer
-from ._cohorts import Cohorts, auto_cohorts
-from ._host import StaticArray, apply, to_host
-from ._indexing import FEATURES, OUTPUTS, ROWS, select
-from ._in_shap import hook_shap
-from ._ordering import hclust_order
+from ._cohorts import Cohorts, auto_cohorts, hclust_order
+from ._arrays import FEATURES, OUTPUTS, ROWS, StaticArray, apply, select, to_host
+from ._interop import hook_shap
 
 
 def _default_axes(ndim: int, has_outputs: bool) -> tuple[str, ...]:
@@ -320,7 +318,7 @@ class Explanation:
 
         The leaf order of a complete-linkage clustering of the ``values`` under ``metric``, with
         SciPy's optimal-leaf-ordering flips: the order ``shap.Explanation.hclust`` returns (see
-        :mod:`jaxshap._result._ordering`; NumPy only). ``shap.plots.heatmap`` orders its columns
+        :mod:`jaxshap._result._cohorts`; NumPy only). ``shap.plots.heatmap`` orders its columns
         this way by default.
 
         Args:
@@ -395,14 +393,14 @@ class Explanation:
     def save(self, file: Any) -> None:
         """Write the arrays and names to a NumPy ``.npz`` file (no pickle), for :meth:`load`;
         ``display_data`` holding Python objects is written as text."""
-        from ._saving import save
+        from ._interop import save
 
         save(self, file)
 
     @classmethod
     def load(cls, file: Any) -> "Explanation":
         """Read an :class:`Explanation` written by :meth:`save` (arrays come back as JAX arrays)."""
-        from ._saving import load
+        from ._interop import load
 
         return load(cls, file)
 
@@ -437,9 +435,9 @@ class Explanation:
           ValueError: ``interactions=True`` without interaction values.
           ImportError: when shap is not installed (``pip install 'jaxshap[plots]'``).
         """
-        from ._to_shap import to_shap
+        from ._interop import to_shap
 
         return to_shap(self, interactions)
 
 
-hook_shap()  # shap's own plots take Explanations (jaxshap._result._in_shap)
+hook_shap()  # shap's own plots take Explanations (jaxshap._result._interop)

@@ -21,7 +21,7 @@ from ..._core._validate import DEFAULT_MEMORY_BUDGET, choice, memory_budget as c
 from ..._engine._shap_api import ShapAPI, as_host64, precision, shap_background
 from ..._result._decomposition import Decomposition
 from ..._result._explanation import Explanation
-from ..._result._host import to_host
+from ..._result._arrays import to_host
 from ..._tree._ensemble import TreeEnsemble
 from ..._tree._reader import find_reader
 from ..._tree._rows import host_rows
