@@ -140,7 +140,7 @@ def test_category_distances_are_ks_and_total_variation(k, digits):
     every value), and with many groups of continuous values (each group's values alone)."""
     from scipy.stats import ks_2samp
 
-    from jaxshap._effects._ale_order import ks_distances, tv_distances
+    from jaxshap._effects._ale_bins import ks_distances, tv_distances
 
     rng = np.random.default_rng(5)
     n = 500

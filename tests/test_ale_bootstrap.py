@@ -15,7 +15,7 @@ from ale_oracle import oracle_replicates_categorical, oracle_replicates_first, o
 from jaxshap._core._device_rows import device_rows
 from jaxshap._core._model import wrap_model
 from jaxshap._core._validate import DEFAULT_MEMORY_BUDGET
-from jaxshap._effects import _ale, _ale_bootstrap as boot, _ale_moments as moments_module
+from jaxshap._effects import _ale, _ale_moments as moments_module
 from jaxshap._effects._ale_program import Layout, effects
 
 RNG = np.random.default_rng(0)
@@ -54,7 +54,7 @@ def replicates(X, item, n_bins, n_boot, seed, categorical=frozenset()):
     """Our replicate values ``[B, *shape]`` (single output)."""
     diff, layout, fallback = grouped(X, item, n_bins, n_boot, categorical)
     args = (diff.moments, fallback, diff.plan, layout, jax.random.key(seed))
-    return boot.replicates(*args)[..., 0]
+    return moments_module.replicates(*args)[..., 0]
 
 
 def agree(ours, theirs):
@@ -131,7 +131,7 @@ def test_within_group_roots_are_the_rows_population_covariance(route, monkeypatc
     np.testing.assert_array_equal(moments.counts, sizes)
     np.testing.assert_allclose(moments.sums, [D[group == g].astype(np.float64).sum(0) for g in range(sizes.size)],
                                rtol=1e-12 if route == "host" else 1e-10)  # float32 rounding about 1e4: 6e-8
-    roots = boot.within_roots(moments)
+    roots = moments_module.within_roots(moments)
     assert roots.shape == (6, 3, 2, 2)
     for g in range(sizes.size):
         rows = D[group == g].astype(np.float64).reshape(-1, 2, 3)
@@ -146,11 +146,11 @@ def test_blocks_of_replicates_give_the_same_values_and_stderr(monkeypatch):
     error merged block by block is NumPy's over all of them."""
     diff, layout, fallback = grouped(data(240), (0, 1), 4, 37)
     args = (diff.moments, fallback, diff.plan, layout, jax.random.key(9))
-    whole = boot.replicates(*args)
-    monkeypatch.setattr(boot, "BLOCK_VALUES", 5 * diff.moments.sums.size)  # blocks of 5 replicates
-    assert len(list(boot.replicate_blocks(*args))) == 8
-    np.testing.assert_array_equal(boot.replicates(*args), whole)
-    np.testing.assert_allclose(boot.bootstrap_stderr(*args), np.std(whole, axis=0, ddof=1), rtol=1e-12, atol=1e-15)
+    whole = moments_module.replicates(*args)
+    monkeypatch.setattr(moments_module, "BLOCK_VALUES", 5 * diff.moments.sums.size)  # blocks of 5 replicates
+    assert len(list(moments_module.replicate_blocks(*args))) == 8
+    np.testing.assert_array_equal(moments_module.replicates(*args), whole)
+    np.testing.assert_allclose(moments_module.bootstrap_stderr(*args), np.std(whole, axis=0, ddof=1), rtol=1e-12, atol=1e-15)
 
 
 def test_stderr_reproducible_from_the_key_and_sensitive_to_it():

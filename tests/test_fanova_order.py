@@ -292,7 +292,7 @@ def test_errors():
 
 def test_fast_subset_transform_against_explicit_sums():
     from jaxshap._coalitions._combinatorics import mobius, mobius_plan
-    from jaxshap._effects._mobius import check_set_count, sets_up_to
+    from jaxshap._effects._partial_dependence import check_set_count, sets_up_to
 
     m, k = 7, 5
     sets = sets_up_to(m, k)

@@ -16,7 +16,7 @@ import jax
 import numpy as np
 
 import jaxshap
-from jaxshap._effects._ale_order import category_order
+from jaxshap._effects._ale_bins import category_order
 
 from ..harness import mlp, mlp_params, model_floor, time_host, timed
 

@@ -11,11 +11,10 @@ moves each row across the bin it lies in, and accumulates the mean local differe
         \big[f(z_{k'}, x^{(i)}_{\setminus j}) - f(z_{k'-1}, x^{(i)}_{\setminus j})\big],
 
 centred by the mean over the rows of the value at each row's bin's upper edge (eqs. 15-16).
-Category orders and empty cells are settled on the host (:mod:`._ale_bins`, :mod:`._ale_order`);
-the rows' bins and the model's differences come from one compiled program that reads the data in
-place (:mod:`._ale_rows`); the groups' moments of those differences (:mod:`._ale_moments`) give
-the estimate, on the host in float64 (:mod:`._ale_program`), and the bootstrap, without a model
-call (:mod:`._ale_bootstrap`). Quantile edges and the groups' moments are computed on the host
+Category orders and empty cells are settled on the host (:mod:`._ale_bins`); the rows' bins and
+the model's differences come from one compiled program that reads the data in place, and the
+groups' moments of those differences give the estimate, on the host in float64
+(:mod:`._ale_program`), and the bootstrap, without a model call (:mod:`._ale_moments`). Quantile edges and the groups' moments are computed on the host
 on a CPU backend and where the rows are on an accelerator (:func:`reduce_on_device`).
 """
 
@@ -32,12 +31,17 @@ from .._core._device_rows import device_rows
 from .._core._inputs import check_finite, check_finite_outputs, host_key_bits, is_traced
 from .._core._model import wrap_model
 from .._core._validate import DEFAULT_MEMORY_BUDGET, integer
-from ._ale_bins import check_codes, nearest_filled, quantile_edges, quantile_ranks, refuse_constant, resolve_categorical
-from ._ale_bootstrap import bootstrap_stderr
-from ._ale_moments import GroupMoments, device_moments, host_moments, merge, row_moments
-from ._ale_order import category_order
-from ._ale_program import Layout, Plan, categorical_differences, effects
-from ._ale_rows import row_differences
+from ._ale_bins import (
+    category_order,
+    check_codes,
+    nearest_filled,
+    quantile_edges,
+    quantile_ranks,
+    refuse_constant,
+    resolve_categorical,
+)
+from ._ale_moments import GroupMoments, bootstrap_stderr, device_moments, host_moments, merge, row_moments
+from ._ale_program import Layout, Plan, categorical_differences, effects, row_differences
 from ._frames import frame_inputs, host_precision
 from ._partial_dependence import check_budget, feature_index, units_per_chunk
 
@@ -157,7 +161,7 @@ def feature_edges(host: Any, item: tuple[int, ...], n_bins: int, names) -> tuple
 def distinct_bins(found: np.ndarray) -> np.ndarray:
     """The groups (bins, or a pair's cells row-major) that lie between distinct order statistics,
     from the features' order statistics ``found`` ``[F, R]`` with their repeats: the others hold
-    no rows (:func:`._ale_rows.bin_edges_of`)."""
+    no rows (:func:`._ale_program.bin_edges_of`)."""
     kept = [np.flatnonzero(np.diff(f) > 0) for f in found]
     if len(kept) == 1:
         return kept[0]
@@ -333,7 +337,7 @@ def accumulated_local_effects(
     resampled differences is drawn from the normal with its exact conditional mean and
     covariance. A resample's values are affine in those sums, so their variance, and with it the
     standard error, is the row bootstrap's, at a cost per resample of the grid's size rather
-    than of ``n`` (:mod:`jaxshap._effects._ale_bootstrap`).
+    than of ``n`` (:mod:`jaxshap._effects._ale_moments`).
 
     The model is evaluated twice per row (four times for a pair; for a categorical feature at
     the row's own category and at each neighbour in the order, three times or at the order's

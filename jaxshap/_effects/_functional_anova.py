@@ -38,9 +38,8 @@ from .._core._model import wrap_model
 from .._core._validate import DEFAULT_MEMORY_BUDGET, integer
 from ._hstats import centred_pds, resolve_tuples, result_output_names, safe_ratio, set_masks, sum_sq
 from .._coalitions._combinatorics import mobius, mobius_plan
-from ._mobius import by_size, check_set_count, sets_up_to, split_rows
+from ._partial_dependence import by_size, check_budget, check_n_max, check_set_count, sets_up_to, split_rows, subsample
 from ._frames import frame_inputs, host_precision
-from ._partial_dependence import check_budget, check_n_max, subsample
 
 
 @jax.tree_util.register_pytree_node_class

@@ -32,17 +32,19 @@ from .._core._inputs import default_output_names
 from .._core._model import Model, wrap_model
 from .._core._validate import integer, is_integer
 from .._coalitions._combinatorics import mobius, mobius_plan
-from ._mobius import check_set_count, sets_up_to, split_rows
-from ._frames import frame_inputs, host_precision
 from ._partial_dependence import (
     MIXED_ROWS_HINT,
     check_budget,
     check_n_max,
+    check_set_count,
     feature_index,
     pd_units,
+    sets_up_to,
+    split_rows,
     subsample,
     units_per_chunk,
 )
+from ._frames import frame_inputs, host_precision
 
 # A denominator no larger than n * (NOISE_ULPS * eps * max|f|)^2 is rounding noise: the
 # partial dependence in it is constant, and the statistic (then 0/0) is defined as 0.

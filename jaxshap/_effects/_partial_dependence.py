@@ -1,16 +1,34 @@
-"""Partial dependence: the model averaged over the data with some features held fixed.
+r"""Partial dependence: the model averaged over the data with some features held fixed; and the
+families of feature sets, up to an order, whose partial dependences the global effects take.
 
 The one kernel here, :func:`pd_units`, evaluates many partial dependences at once: each *unit*
 is a pair (point, feature set) and its value is the model averaged over the background rows
 with the features of the set taken from the point. Grids, data rows and the H statistics'
 one-, two- and three-way partial dependences are all lists of units, mapped in chunks under
 the memory budget with ``vmap`` inside a chunk.
+
+Feature sets up to an order (:func:`sets_up_to`, :func:`check_set_count`) are the families over
+which the global effects take the Möbius transform of centred partial dependences (the transform
+itself: :func:`jaxshap._coalitions._combinatorics.mobius`). The functional ANOVA component of a
+feature set ``S`` is the inclusion-exclusion (Möbius transform over the subset lattice) of the
+centred partial dependences of its subsets,
+
+.. math::
+
+    g_S = \sum_{T \subseteq S} (-1)^{|S| - |T|} \hat F_T, \qquad \hat F_\emptyset = 0,
+
+(Hooker, 2004, "Discovering additive structure in black box functions"; Friedman & Popescu,
+2008, section 8, eqs. 45-47 for two and three features), and its inverse is
+:math:`\hat F_U = \sum_{S \subseteq U} g_S`. Over a family of sets closed under taking subsets
+the transform runs one feature at a time (the fast subset transform), in ``max |S|`` array
+operations whatever the number of features.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
+import math
 from typing import Any, Callable, Container, Sequence
 
 import jax
@@ -18,15 +36,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._core._chunking import map_chunks, plan_chunks
-from .._core._validate import DEFAULT_MEMORY_BUDGET
-from .._core._validate import integer, is_integer
-from .._core._validate import memory_budget as check_budget
-from .._core._inputs import (
-    as_key,
-    as_matrix,
-    check_finite,
-    check_finite_outputs,
-)
+from .._core._validate import DEFAULT_MEMORY_BUDGET, integer, is_integer, memory_budget as check_budget
+from .._core._inputs import as_key, as_matrix, check_finite, check_finite_outputs
 from .._core._model import Model, wrap_model
 from ._frames import frame_inputs, host_precision
 
@@ -342,3 +353,54 @@ def _pd_program(model: Model, background: jax.Array, full: jax.Array, mask: jax.
     if centered:
         out = out - jnp.mean(vals[full.shape[0] :], axis=0)
     return out, jnp.isfinite(vals).all(-1)
+
+
+MAX_SETS = 2**16 - 1
+"""The most feature sets one exact decomposition computes: every non-empty set of 16 features."""
+
+
+def count_sets(n_features: int, max_order: int) -> int:
+    """The number of non-empty feature sets of at most ``max_order`` features: ``sum_j C(M, j)``."""
+    return sum(math.comb(n_features, j) for j in range(1, max_order + 1))
+
+
+def check_set_count(n_features: int, max_order: int, n_rows: int, arg: str) -> None:
+    """Refuse an order above 2 whose sets are too many to compute exactly, naming the cost.
+
+    Orders 1 and 2 (main effects and all pairs: ``M (M + 1) / 2`` sets, the H statistics'
+    default) pass whatever ``M``, their cost growing as ``M^2``.
+
+    Raises:
+      ValueError: when ``max_order > 2`` and ``sum_{j <= max_order} C(M, j)`` exceeds :data:`MAX_SETS`.
+    """
+    if max_order <= 2:
+        return
+    n_sets = count_sets(n_features, max_order)
+    if n_sets > MAX_SETS:
+        raise ValueError(
+            f"`{arg}={max_order}` with {n_features} features needs the partial dependences of {n_sets:,} "
+            f"feature sets, {n_rows}^2 = {n_rows**2:,} model evaluations each ({n_sets * n_rows**2:.2e} in all); "
+            f"at most {MAX_SETS:,} sets (every set of 16 features) are computed exactly. Lower `{arg}`."
+        )
+
+
+def sets_up_to(n_features: int, max_order: int) -> list[tuple[int, ...]]:
+    """Every sorted feature tuple with 1 to ``max_order`` features, by size, then lexicographically."""
+    out: list[tuple[int, ...]] = []
+    for size in range(1, max_order + 1):
+        out.extend(itertools.combinations(range(n_features), size))
+    return out
+
+
+def by_size(sets: Sequence[tuple[int, ...]]) -> dict[int, np.ndarray]:
+    """The rows of ``sets`` grouped by set size: ``{size: [rows]}``, sizes ascending."""
+    out: dict[int, list[int]] = {}
+    for r, s in enumerate(sets):
+        out.setdefault(len(s), []).append(r)
+    return {k: np.asarray(v, dtype=np.int32) for k, v in sorted(out.items())}
+
+
+def split_rows(values: jax.Array, sets: Sequence[tuple[int, ...]]) -> dict[tuple[int, ...], jax.Array]:
+    """``{set: values[r]}`` for the rows ``r`` of ``sets`` (one host copy, then one array per set)."""
+    host = np.asarray(values)
+    return {s: jnp.asarray(host[r]) for r, s in enumerate(sets)}
