@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # the public names; each is imported on its first use (jaxsha
     from ._core._program_cache import enable_compilation_cache
     from ._core._validate import DEFAULT_MEMORY_BUDGET
     from ._explainers._auto import Explainer
-    from ._explainers._coalition import CoalitionExplainer
+    from ._explainers._exact import CoalitionExplainer
     from ._explainers._exact import ExactExplainer
     from ._explainers._gradient import GradientExplainer, integrated_gradients
     from ._result._decomposition import Decomposition
@@ -49,7 +49,7 @@ if TYPE_CHECKING:  # the public names; each is imported on its first use (jaxsha
     from ._explainers._kernel import KernelExplainer
     from ._explainers._linear import LinearExplainer
     from ._effects._partial_dependence import PartialDependence, partial_dependence
-    from ._explainers._partition import PartitionExplainer
+    from ._explainers._exact import PartitionExplainer
     from .maskers._independent import sample
     from .maskers._kmeans import kmeans
     from .plots import decision_plot, dependence_plot, force_plot, initjs, summary_plot, waterfall_plot

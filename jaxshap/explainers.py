@@ -19,11 +19,13 @@ Each name is the jaxshap explainer of that algorithm; constructors take shap's a
 """
 
 from ._explainers._auto import Choice, register_algorithm
-from ._explainers._coalition import CoalitionExplainer as Coalition
-from ._explainers._exact import ExactExplainer as Exact
+from ._explainers._exact import (
+    CoalitionExplainer as Coalition,
+    ExactExplainer as Exact,
+    PartitionExplainer as Partition,
+)
 from ._explainers._kernel import KernelExplainer as Kernel
 from ._explainers._linear import LinearExplainer as Linear
-from ._explainers._partition import PartitionExplainer as Partition
 from ._explainers._permutation import PermutationExplainer as Permutation
 from ._explainers._tree import TreeExplainer as Tree
 

@@ -21,7 +21,7 @@ shap = pytest.importorskip("shap")
 from sklearn import ensemble as sk_ensemble  # noqa: E402
 from sklearn import tree as sk_tree  # noqa: E402
 
-from jaxshap._explainers._tree import _build as tree_explainer_module  # noqa: E402
+from jaxshap._explainers import _tree_build as tree_explainer_module  # noqa: E402
 from jaxshap._tree._reader import import_model  # noqa: E402
 
 M = 5

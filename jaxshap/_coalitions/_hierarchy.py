@@ -44,8 +44,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._nested import winter_plan
 from ._combinatorics import all_codes_bits, permutation_ranks, shapley_weights
+from ._nested import winter_plan
 
 
 LINKAGES = ("single", "complete", "average")

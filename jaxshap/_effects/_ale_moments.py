@@ -51,8 +51,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._core._device_rows import DeviceRows
-from .._core._model import Model
 from .._core._inputs import key_bits
+from .._core._model import Model
 from ._ale_program import Layout, Plan, effects, row_differences, sorted_columns_at
 
 

@@ -33,9 +33,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._core._chunking import map_chunks
 from .._core._device_rows import DeviceRows, read_rows, take_rows
 from .._core._model import Model
-from .._core._chunking import map_chunks
 
 
 CHAIN_EDGES = 64

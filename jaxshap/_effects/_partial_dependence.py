@@ -36,9 +36,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._core._chunking import map_chunks, plan_chunks
-from .._core._validate import DEFAULT_MEMORY_BUDGET, integer, is_integer, memory_budget as check_budget
 from .._core._inputs import as_key, as_matrix, check_finite, check_finite_outputs
 from .._core._model import Model, wrap_model
+from .._core._validate import DEFAULT_MEMORY_BUDGET, integer, is_integer, memory_budget as check_budget
 from ._frames import frame_inputs, host_precision
 
 

@@ -32,8 +32,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._core._inputs import is_traced
-from .._core._validate import is_number, number
 from .._core._platform import one_blas_thread
+from .._core._validate import is_number, number
 
 PSD_TOLERANCE = 1e-6
 """A covariance counts as PSD when its smallest eigenvalue is at least ``-PSD_TOLERANCE`` times the largest."""

@@ -45,8 +45,8 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import cho_solve, solve_triangular
 
-from .._core._chunking import map_chunks
 from .._coalitions._combinatorics import all_masks, exact_coefficients, sample_permutations
+from .._core._chunking import map_chunks
 
 
 # --- conditioning on one coalition -----------------------------------------------------------

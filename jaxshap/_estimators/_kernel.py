@@ -45,10 +45,10 @@ import numpy as np
 from .._coalitions._kernel_plan import KernelPlan, kernel_plan, max_coalitions
 from .._coalitions._kernel_sampling import sample_coalitions
 from .._core._validate import integer
-from ._kernel_priors import RowPrior
-from ._kernel_solve import design_variance, plan_operators, safe_sqrt, spd_inverse
 from ._exact import full_precision
 from ._interactions import dense_from_sets
+from ._kernel_priors import RowPrior
+from ._kernel_solve import design_variance, plan_operators, safe_sqrt, spd_inverse
 
 
 ValueFn = Callable[[jax.Array], jax.Array]

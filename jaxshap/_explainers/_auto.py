@@ -1,4 +1,7 @@
-"""``jaxshap.Explainer(model, masker_or_data)``: pick the algorithm as ``shap.Explainer`` does."""
+"""``jaxshap.Explainer(model, masker_or_data)``: pick the algorithm as ``shap.Explainer`` does; and
+the explainer built on its first call (:class:`DeferredExplainer`), for shap's function maskers,
+which learn ``M`` from the rows.
+"""
 
 from __future__ import annotations
 
@@ -12,15 +15,14 @@ from .._engine._shap_api import is_rows, unpickle_explainer
 from .._tree._reader import reader_for
 from ..maskers import Independent
 from ..maskers._base import FunctionMasker, is_function_masker
-from ..maskers._kmeans import is_summary
 from ..maskers._causal import player_masker
-from ._coalition import CoalitionExplainer
-from ._deferred import DeferredExplainer
-from ._exact import MAX_EXACT_FEATURES, ExactExplainer
+from ..maskers._kmeans import is_summary
+from ._exact import MAX_EXACT_FEATURES, CoalitionExplainer, ExactExplainer
 from ._kernel import KernelExplainer
 from ._linear import LinearExplainer
 from ._permutation import PermutationExplainer
 from ._tree import TreeExplainer
+
 
 PLAYER_ARGS = ("groups", "causal_ordering", "confounding", "asymmetric")
 """The model-agnostic explainers' arguments that change the game's players or values (shapr's)."""
@@ -302,3 +304,40 @@ register_algorithm("exact", _model_agnostic(ExactExplainer), _picks("exact"), cl
 register_algorithm("permutation", _model_agnostic(PermutationExplainer), _picks("permutation"), cls=PermutationExplainer)
 register_algorithm("kernel", _model_agnostic(KernelExplainer), cls=KernelExplainer)
 register_algorithm("coalition", _model_agnostic(CoalitionExplainer), cls=CoalitionExplainer)
+
+
+class DeferredExplainer:
+    """Holds ``build(X) -> explainer`` and builds the explainer from the first rows explained.
+
+    shap's custom maskers (a callable ``masker(mask, x)``) do not say how many features there
+    are; shap learns it from the rows of the first call, and so does this wrapper. Calls,
+    ``shap_values`` and attributes go to the built explainer (``expected_value`` is known once
+    rows were explained).
+    """
+
+    def __init__(self, build: Callable[[Any], Any], reason: str):
+        self._build, self._explainer, self.chosen_by_auto = build, None, reason
+
+    def _get(self, X: Any) -> Any:
+        if self._explainer is None:
+            self._explainer = self._build(X)
+            self._explainer.chosen_by_auto = self.chosen_by_auto
+        return self._explainer
+
+    def __call__(self, X: Any, *args: Any, **kwargs: Any) -> Any:
+        return self._get(X)(X, *args, **kwargs)
+
+    def shap_values(self, X: Any, *args: Any, **kwargs: Any) -> Any:
+        return self._get(X).shap_values(X, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or self.__dict__.get("_explainer") is None:
+            raise AttributeError(
+                f"{name!r}: this explainer (a function masker) is built from the rows of its first call; "
+                "call it on X first."
+            )
+        return getattr(self._explainer, name)
+
+    def __repr__(self) -> str:
+        inner = repr(self._explainer) if self._explainer is not None else "not built yet"
+        return f"DeferredExplainer({inner}, chosen by jaxshap.Explainer: {self.chosen_by_auto})"

@@ -41,8 +41,8 @@ from typing import Any
 import numpy as np
 
 from .._core._inputs import as_rows, object_numbers
-from ._reader import readers_of
 from ._ensemble import ZERO_THRESHOLD
+from ._reader import readers_of
 
 
 def _by_label(s: Any, labels: np.ndarray, numbers: np.ndarray) -> np.ndarray:

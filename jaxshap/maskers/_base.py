@@ -14,9 +14,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._coalitions._combinatorics import permutation_ranks, sample_permutations
+from .._core._inputs import as_matrix
 from .._core._pytree import Static, register_fields
 from .._estimators._exact import exact_shapley
-from .._core._inputs import as_matrix
 
 
 ValueFn = Callable[[jax.Array], jax.Array]

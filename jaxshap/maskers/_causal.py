@@ -12,16 +12,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._coalitions._combinatorics import static_cache
 from .._coalitions._hierarchy import (
     asymmetric_plan,
     chain_coalition_count,
     consistent_order_ranks,
     reverse_within_components,
 )
-from .._coalitions._combinatorics import static_cache
-from .._estimators._exact import owen_exact
 from .._core._inputs import as_key, key_bits
 from .._core._validate import flag, integer
+from .._estimators._exact import owen_exact
 from ._base import Masker, ValueFn
 from ._grouped import Grouped, Wrapped, resolve_partition
 

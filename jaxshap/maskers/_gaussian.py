@@ -11,11 +11,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import ndtri
 
-from .._estimators._covariance import prepare, sample_moments
-from .._estimators._gaussian import conditional_draws, conditional_draws_rows
+from .._core._categorical import categorical_columns, category_codes
 from .._core._inputs import as_key, as_matrix, check_finite, column_names, is_traced
 from .._core._validate import integer
-from .._core._categorical import categorical_columns, category_codes
+from .._estimators._covariance import prepare, sample_moments
+from .._estimators._gaussian import conditional_draws, conditional_draws_rows
 from ._base import ConditionalSampler
 
 

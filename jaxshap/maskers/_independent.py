@@ -12,9 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._core._categorical import category_codes, frame_categories
-from .._core._inputs import as_matrix, check_finite, column_names, is_traced
-from .._core._validate import integer
+from .._coalitions._combinatorics import static_cache
 from .._coalitions._hierarchy import (
     LINKAGES,
     balanced_flips,
@@ -25,7 +23,9 @@ from .._coalitions._hierarchy import (
     order_tables,
     owen_plan,
 )
-from .._coalitions._combinatorics import static_cache
+from .._core._categorical import category_codes, frame_categories
+from .._core._inputs import as_matrix, check_finite, column_names, is_traced
+from .._core._validate import integer
 from .._estimators._exact import owen_exact
 from ._base import Masker, ValueFn
 from ._kmeans import is_summary

@@ -1,9 +1,10 @@
 """``TreeExplainer``: exact TreeSHAP for tree ensembles, path-dependent or interventional.
 
-The class is assembled from three parts: building the kernels (:mod:`._build`: model import
+The class is assembled from three parts: building the kernels (:mod:`._tree_build`: model import
 through the registered tree readers, path tables, background), the explained output
-(:mod:`._outputs`: ``model_output``, transforms, ``expected_value``) and explaining rows
-(:mod:`._explain`: routing, the compiled kernels of :mod:`._kernels`, interaction values).
+(:mod:`._tree_outputs`: ``model_output``, transforms, ``expected_value``) and explaining rows
+(:mod:`._tree_explain`: routing, the compiled kernels of :mod:`._tree_kernels`, interaction values).
+
 """
 
 from __future__ import annotations
@@ -14,21 +15,21 @@ from typing import Any, Sequence
 import jax
 import numpy as np
 
-from ..._core._inputs import float_dtype
-from ..._core._model import declared_output_names
-from ..._core._progress import ProgressBar, wants_progress
-from ..._core._validate import DEFAULT_MEMORY_BUDGET, choice, memory_budget as check_memory_budget
-from ..._engine._shap_api import ShapAPI, as_host64, precision, shap_background
-from ..._result._decomposition import Decomposition
-from ..._result._explanation import Explanation
-from ..._result._arrays import to_host
-from ..._tree._ensemble import TreeEnsemble
-from ..._tree._reader import find_reader
-from ..._tree._rows import host_rows
-from ._build import Build, TreeBuilder, cover_from_data, require_cover
-from ._decompose import decompose
-from ._explain import ExplainRows, n_rows
-from ._outputs import OUTPUTS, TreeOutput
+from .._core._inputs import float_dtype
+from .._core._model import declared_output_names
+from .._core._progress import ProgressBar, wants_progress
+from .._core._validate import DEFAULT_MEMORY_BUDGET, choice, memory_budget as check_memory_budget
+from .._engine._shap_api import ShapAPI, as_host64, precision, shap_background
+from .._result._arrays import to_host
+from .._result._decomposition import Decomposition
+from .._result._explanation import Explanation
+from .._tree._ensemble import TreeEnsemble
+from .._tree._reader import find_reader
+from .._tree._rows import host_rows
+from ._tree_build import Build, TreeBuilder, cover_from_data, require_cover
+from ._tree_explain import ExplainRows, decompose, n_rows
+from ._tree_outputs import OUTPUTS, TreeOutput
+
 
 MODES = ("tree_path_dependent", "interventional")
 

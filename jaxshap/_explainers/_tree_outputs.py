@@ -10,6 +10,7 @@
   ``(1 - p, p)`` (the output is *doubled*);
 * ``"log_loss"``: the training loss given the label (``"logistic_nlogloss"`` for binary
   classifiers, ``"squared_loss"`` for squared-error regressors).
+
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..._core._validate import choice
-from ..._engine._program import host_or_device
-from ..._tree import _interventional
-from ..._tree._ensemble import TreeEnsemble
-from ._build import Build, put
+from .._core._validate import choice
+from .._engine._program import host_or_device
+from .._tree import _interventional
+from .._tree._ensemble import TreeEnsemble
+from ._tree_build import Build, put
+
 
 OUTPUTS = ("raw", "probability", "predict_proba", "log_loss")
 LOSSES = ("logistic_nlogloss", "squared_loss")  # transforms whose base value depends on the label

@@ -17,6 +17,7 @@ the program has one loop body per group, whatever the depth. A group's blocks ho
 A transformed output rescales each background row's pair values (see :mod:`jaxshap._tree._interventional`).
 Interaction values of any order run the same loops with :mod:`jaxshap._tree._quadrature`'s
 product terms (:func:`chunk_terms`).
+
 """
 
 from __future__ import annotations
@@ -27,13 +28,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..._core._chunking import map_chunks
-from ..._engine._rows import RowExplainer
-from ..._estimators._interactions import interaction_tensor, ksii_from_sii
-from ..._tree import _interventional
-from ..._tree._interventional import pair_block, pair_terms
-from ..._tree._quadrature import product_terms, shapley_block
-from ..._tree._paths import follows
+from .._core._chunking import map_chunks
+from .._engine._rows import RowExplainer
+from .._estimators._interactions import interaction_tensor, ksii_from_sii
+from .._tree import _interventional
+from .._tree._interventional import pair_block, pair_terms
+from .._tree._paths import follows
+from .._tree._quadrature import product_terms, shapley_block
+
 
 CPU_CHUNK_ROWS = 256
 """Rows per chunk on a CPU (fewer when the memory budget says so): enough for the rows axis to

@@ -1,17 +1,25 @@
-"""Explaining rows with TreeExplainer: read and route the rows, run a build's kernels, wrap.
+"""Explaining rows with TreeExplainer: read and route the rows, run a build's kernels, wrap; and
+``TreeExplainer.decompose``, the exact interventional functional decomposition of the ensemble.
 
 :class:`ExplainRows` is the part of :class:`~jaxshap.TreeExplainer` that explains: rows are read
 on the host as the model's library reads them (:func:`jaxshap._tree._rows.host_rows`), rounded
 to its precision, routed to ranks (:meth:`jaxshap._tree._rows.Router.encode`), explained by
-the build's compiled kernels on the shared runtime (:class:`._kernels.TreeRows`), checked
+the build's compiled kernels on the shared runtime (:class:`._tree_kernels.TreeRows`), checked
 against the model's own output (the reader's :meth:`~jaxshap._tree._reader.TreeReader.raw_output`)
 and wrapped in an :class:`~jaxshap.Explanation`. Interaction values of any order and index run the
 same path blocks with the quadrature terms of :mod:`jaxshap._tree._quadrature`
-(:func:`._kernels.interaction_rows`), assembled as :func:`jaxshap._estimators._interactions.interaction_tensor`.
+(:func:`._tree_kernels.interaction_rows`), assembled as
+:func:`jaxshap._estimators._interactions.interaction_tensor`.
+
+The decomposition (:func:`decompose`) reads and routes rows as for SHAP values; its kernel is
+:func:`jaxshap._tree._decomposition.chunk_components`, run over chunks of rows under
+``memory_budget``; its tables are built once per ``max_order`` from the default build's routed
+paths and background (:func:`jaxshap._tree._decomposition.build_tables`).
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Iterator
 
 import jax
@@ -19,18 +27,22 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
-from ..._core._inputs import align_columns, as_key, is_traced, resolve_feature_names
-from ..._core._progress import ProgressBar, wants_progress
-from ..._core._device_rows import row_mesh
-from ..._core._chunking import check_batch_size, is_single_batch, total_rows
-from ..._engine._explainer import drop_output_axis
-from ..._engine._shap_api import as_host64, interactions_as_values, precision
-from ..._estimators._interactions import INDICES, interaction_order
-from ..._result._explanation import Explanation
-from ..._tree._rows import host_rows
-from ._build import put, require_cover
-from ._kernels import interaction_rows
-from ._outputs import assert_additive
+from .._core._chunking import check_batch_size, is_single_batch, total_rows
+from .._core._device_rows import row_mesh
+from .._core._inputs import align_columns, as_key, is_traced, resolve_feature_names
+from .._core._progress import ProgressBar, wants_progress
+from .._core._validate import integer
+from .._engine._explainer import drop_output_axis
+from .._engine._shap_api import as_host64, interactions_as_values, precision
+from .._estimators._interactions import INDICES, interaction_order
+from .._result._decomposition import Decomposition
+from .._result._explanation import Explanation
+from .._tree._decomposition import DecompositionTables, build_tables, bytes_per_row, chunk_components
+from .._tree._rows import host_rows
+from ._tree_build import put, require_cover
+from ._tree_kernels import interaction_rows
+from ._tree_outputs import assert_additive
+
 
 DEFAULT_INDEX = "k-SII"
 """TreeExplainer's interaction index when none is named: shap's SHAP interaction values (Lundberg et al. 2020)."""
@@ -233,3 +245,78 @@ class ExplainRows:
             inter = self._interaction_values(codes, 2, "k-SII")
             return np.asarray(inter[..., 0] if self.n_outputs == 1 else inter)
 
+
+CPU_CHUNK_ROWS = 64
+"""Rows per chunk on a CPU (fewer when the memory budget says so)."""
+
+
+@partial(jax.jit, static_argnames=("n_columns", "n_outputs"))
+def _run_chunk(groups, low, X, n_columns, n_outputs):
+    comp, fx = chunk_components(groups, low, X, n_columns, n_outputs)
+    return comp.T, fx.T  # rows first: each chunk is one contiguous block of the result
+
+
+def _check(explainer: Any, max_order: Any) -> int | None:
+    if explainer.feature_perturbation != "interventional":
+        raise ValueError(
+            "decompose() is the interventional decomposition: pass background rows `data` [B, M] to "
+            "TreeExplainer (feature_perturbation='interventional' or 'auto')."
+        )
+    weights = getattr(explainer, "_background_weights", None)
+    if weights is not None and not np.allclose(weights, weights[0]):
+        raise ValueError(
+            "decompose() averages over the background rows equally; `data` is a weighted summary. Pass the rows "
+            "themselves (or jaxshap.maskers.Independent(rows, max_samples=None))."
+        )
+    if explainer._output.transform != "identity" or explainer._output.doubled:
+        raise ValueError(
+            f"decompose() decomposes the raw output (model_output='raw'); got model_output={explainer.model_output!r}."
+        )
+    if max_order is None:
+        return None
+    return integer(max_order, "max_order", least=1, rule="a positive integer (or None for every order)")
+
+
+def tables(explainer: Any, max_order: int | None) -> DecompositionTables:
+    """The explainer's decomposition tables for ``max_order`` (built on first use, then cached)."""
+    cache = explainer.__dict__.setdefault("_decomposition_tables", {})
+    build = explainer._default
+    if max_order not in cache or cache[max_order][0] is not build:
+        order = build.paths.n_slots if max_order is None else max_order
+        cache[max_order] = build, build_tables(build.paths, build.background, order, explainer.dtype,
+                                               explainer.memory_budget, build.router)
+    return cache[max_order][1]
+
+
+def _components(t: DecompositionTables, codes: np.ndarray, dtype, memory_budget: int) -> tuple[np.ndarray, np.ndarray]:
+    """``([n, C, K], [n, K])``: the components and the raw output of routed rows, chunk by chunk."""
+    n, k = codes.shape[0], t.n_outputs
+    rows = max(1, min(memory_budget // bytes_per_row(t, np.dtype(dtype).itemsize), n))
+    if jax.default_backend() == "cpu":
+        rows = min(rows, CPU_CHUNK_ROWS)
+    values = np.empty((n, t.n_columns), dtype)
+    fx = np.empty((n, k), dtype)
+    for start in range(0, n, rows):
+        part = codes[start : start + rows]
+        padded = np.concatenate([part, np.repeat(part[:1], rows - part.shape[0], axis=0)])
+        comp, f = _run_chunk(t.groups, t.low, put(padded, dtype), n_columns=t.n_columns, n_outputs=k)
+        values[start : start + part.shape[0]] = np.asarray(comp)[: part.shape[0]]
+        fx[start : start + part.shape[0]] = np.asarray(f)[: part.shape[0]]
+    return values.reshape(n, -1, k), fx + t.base.astype(dtype)
+
+
+def decompose(explainer: Any, X: Any, max_order: Any = None) -> Decomposition:
+    """See :meth:`jaxshap.TreeExplainer.decompose`."""
+    max_order = _check(explainer, max_order)
+    Xh, names = explainer._host_rows(X)
+    build = explainer._default
+    t = tables(explainer, max_order)
+    codes = build.router.encode(explainer.ensemble.prepare(Xh), np.float32)
+    values, fx = _components(t, codes, explainer.dtype, explainer.memory_budget)
+    truncated = max_order is not None and max_order < build.paths.n_slots
+    intercept = t.intercept.astype(explainer.dtype)
+    remainder = fx - intercept - values.sum(1) if truncated else np.zeros_like(fx)
+    feature_names = resolve_feature_names(explainer._names, explainer.n_features, explainer._data_names, names)
+    k = t.n_outputs
+    output_names = None if k == 1 else explainer._output_names or [f"Output {j}" for j in range(k)]
+    return Decomposition(values, t.sets, intercept, remainder, feature_names, output_names, Xh, max_order, truncated)

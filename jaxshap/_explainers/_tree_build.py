@@ -5,12 +5,13 @@ the ensemble cut to those rounds is decomposed into root-to-leaf paths
 (:func:`jaxshap._tree._paths.decompose`), a :class:`~jaxshap._tree._rows.Router` turns path
 bounds and rows into ranks among the thresholds, and the paths are grouped by their number of
 distinct features ``U`` (at most :data:`MAX_GROUPS` groups, widths chosen to minimise the padded
-work) and cut into blocks (see :mod:`._kernels`). Path-dependent groups hold the quadrature
+work) and cut into blocks (see :mod:`._tree_kernels`). Path-dependent groups hold the quadrature
 factors of :mod:`jaxshap._tree._quadrature`; interventional groups of short paths hold the
 values of every pattern of followed slots (``2**U`` rows per path, for ``U <=``
 :data:`MAX_TABLE_SLOTS` and within half of ``memory_budget``), built from the background's
 pattern histogram; longer paths meet the background in chunks. Builds are cached per
 ``(rounds, approximate)``.
+
 """
 
 from __future__ import annotations
@@ -21,13 +22,14 @@ from typing import Any
 import jax
 import numpy as np
 
-from ..._core._validate import DEFAULT_MEMORY_BUDGET, integer
-from ..._tree._ensemble import TreeEnsemble
-from ..._tree._interventional import shapley_tables, tables_host
-from ..._tree._quadrature import expected_value, rule, shapley_arrays
-from ..._tree._paths import Paths, decompose, follows_host, host_slots, pattern
-from ..._tree._rows import Router
-from ._kernels import CPU_CHUNK_ROWS, TreeRows, pad_blocks, plan_block
+from .._core._validate import DEFAULT_MEMORY_BUDGET, integer
+from .._tree._ensemble import TreeEnsemble
+from .._tree._interventional import shapley_tables, tables_host
+from .._tree._paths import Paths, decompose, follows_host, host_slots, pattern
+from .._tree._quadrature import expected_value, rule, shapley_arrays
+from .._tree._rows import Router
+from ._tree_kernels import CPU_CHUNK_ROWS, TreeRows, pad_blocks, plan_block
+
 
 MAX_TABLE_SLOTS = 10
 """Interventional groups of paths with at most this many distinct features are tabulated (``2**U`` rows per path)."""
