@@ -36,7 +36,6 @@ LAYERS = {
     "explainers": 8,
     "trees": 8,
     "links": 8,
-    "_demo": 8,
     "__main__": 9,
     "__init__": 9,
 }
