@@ -14,7 +14,7 @@ from .._core._inputs import as_key, as_matrix, check_finite, column_names, is_tr
 from .._core._pytree import network_arrays, network_from_arrays, read_saved, write_saved
 from .._core._validate import integer, layer_widths
 from .._estimators._training import check_training, cost_text, fit_network, holdout, spread, uniform_size_masks
-from .._estimators._vaeac import Layout, draw, encode, init_vaeac, negative_elbo
+from .._estimators._density import Layout, draw, encode, init_vaeac, negative_elbo
 from ._base import ConditionalSampler
 
 DEFAULT_SAMPLES = 256
@@ -79,7 +79,7 @@ class Generative(ConditionalSampler):
     (standardised internally) and a softmax for each ``categorical`` column, trained with optax
     on the vaeac evidence lower bound over rows of ``data`` with random coalitions (a size
     uniform on ``0..M``, then a uniform subset: every size weighs the same in a Shapley value);
-    see :mod:`jaxshap._estimators._vaeac`. Training stops early on the held-out rows' loss.
+    see :mod:`jaxshap._estimators._density`. Training stops early on the held-out rows' loss.
 
     The standard normal and Gumbel draws are fixed when the masker is trained and shared by
     every coalition and row (common random numbers, as :class:`Gaussian` does; the normal ones

@@ -11,11 +11,11 @@ import numpy as np
 
 from .._estimators._covariance import standardize
 from .._estimators._gaussian import coalition_factor, marginal_log_density
+from .._estimators._density import bayesian_information_criterion, fit_mixture
 from .._core._inputs import as_key, as_matrix, check_finite, column_names
 from .._core._validate import choice, integer, number
 from .._core._platform import one_blas_thread
 from ._gaussian import DEFAULT_SAMPLES
-from ._mixture_em import bayesian_information_criterion, fit_mixture
 from ._base import ConditionalSampler
 
 STRICT_RCOND = 0.0
@@ -50,7 +50,7 @@ class GaussianMixture(ConditionalSampler):
     r"""Observational (conditional) coalition values under a Gaussian mixture fitted to data.
 
     The data's distribution is modelled as :math:`p(x) = \sum_c \pi_c \mathcal N(x; \mu_c,
-    \Sigma_c)` with full covariances, fitted by EM (see :mod:`jaxshap.maskers._mixture_em`).
+    \Sigma_c)` with full covariances, fitted by EM (see :mod:`jaxshap._estimators._density`).
     The conditional distribution of the other features given :math:`x_S` is again a mixture:
     of the components' Gaussian conditionals (Schur complements, as in :class:`Gaussian`) with
     the re-weighted weights
