@@ -5,6 +5,6 @@ Pass one as ``link=`` to an explainer (``link=jaxshap.links.logit``, or its name
 Each has its ``inverse`` (``logit.inverse`` is the logistic function), as shap's.
 """
 
-from ._core._links import identity, logit
+from ._engine._explainer import identity, logit
 
 __all__ = ["identity", "logit"]

@@ -20,16 +20,16 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "jaxshap"
 LAYERS = {
     "_lazy": 0,         # public names imported on first use (PEP 562)
     "_core": 1,         # the host platform (environment settings, BLAS threads, LAPACK order, program caches), pytree split,
-                        # inputs, device rows, validation, chunking, links, model adapters, sharding, streaming
+                        # inputs, device rows, validation, chunking, model adapters, progress
     "datasets": 1,      # data shipped with the package
     "_coalitions": 2,   # combinatorics, masks, permutations, Shapley-kernel samplers, feature hierarchies
-    "_estimators": 3,   # estimator kernels on a game v(masks), the Gaussian conditioning algebra, the training loop
+    "_estimators": 3,   # estimator kernels on a game v(masks), the Gaussian conditioning algebra, learned models' pieces
     "_tree": 4,         # tree ensembles: readers, path tables, TreeSHAP kernels (the interaction indices of _estimators)
     "maskers": 4,       # value functions
     "_result": 5,       # Explanation and its cohorts
-    "_engine": 6,       # the explainer engine: base classes, the compiled block program, shap's calls
+    "_engine": 6,       # the explainer engine: base classes (with the links), the compiled block program, shap's calls
     "_explainers": 7,   # the explainers
-    "_effects": 7,      # partial dependence, H statistics, functional ANOVA
+    "_effects": 7,      # partial dependence, H statistics, functional ANOVA, ALE, MSEv
     "plots": 8,         # the public surface
     "coalitions": 8,
     "estimators": 8,

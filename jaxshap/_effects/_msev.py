@@ -33,7 +33,7 @@ from .._coalitions._combinatorics import all_codes_bits
 from .._core._chunking import map_chunks, plan_chunks
 from .._core._categorical import encode_categories
 from .._core._inputs import align_columns, as_key, as_matrix, check_n_features, is_traced
-from .._core._links import link_function
+from .._engine._explainer import link_function
 from .._core._model import model_errors, wrap_model
 from .._core._validate import DEFAULT_MEMORY_BUDGET, integer
 from .._core._validate import memory_budget as check_memory_budget

@@ -1,4 +1,5 @@
-"""The base class of the model-agnostic explainers: what they share, in small parts.
+r"""The base class of the model-agnostic explainers: what they share, in small parts, the links
+(the scale on which coalition values are attributed) included.
 
 An explainer binds a model and a masker once; calling it validates the rows (:meth:`_validate`,
 with :mod:`._inputs`), plans chunks under the memory budget (:meth:`_plan`, with
@@ -33,6 +34,14 @@ Scale (see :meth:`ModelAgnosticExplainer.__call__` and :meth:`ModelAgnosticExpla
 Row ``i`` (counted from the first row of the call or of the stream) is always explained with
 the key ``fold_in(key, i)``, so results do not depend on chunks, blocks, batches or devices
 (beyond float rounding: differently shaped batches may sum in a different order).
+
+**Links** (shap's ``link``). With ``link="logit"`` the explained game is
+:math:`g(S) = \operatorname{logit} v(S)`, the log-odds of the coalition's expected probability,
+as ``shap.KernelExplainer(..., link="logit")``: the values then add up to
+``logit f(x) - logit E[f(X)]`` (Lundberg & Lee, 2017, section 4). :func:`identity` and
+:func:`logit` (each with its ``inverse``, as shap's) are ``jaxshap.links``; :func:`resolve_link`
+reads the ``link=`` argument and :func:`check_link_outputs` refuses ``"logit"`` for a model whose
+outputs are not probabilities.
 """
 
 from __future__ import annotations
@@ -43,22 +52,27 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._core._categorical import as_frame_model, encode_categories
+from .._core._chunking import chunk_capacity, map_chunks, plan_chunks
+from .._core._inputs import (
+    align_columns,
+    as_matrix,
+    check_finite_rows,
+    check_missing_for_model,
+    check_n_features,
+    default_output_names,
+    is_traced,
+    resolve_feature_names,
+)
+from .._core._model import is_host_model, model_errors, wrap_model
+from .._core._validate import DEFAULT_MEMORY_BUDGET, memory_budget as check_memory_budget
 from .._result._explanation import Explanation
 from ..maskers import Independent, Masker
 from ..maskers._causal import player_masker
-from .._core._validate import DEFAULT_MEMORY_BUDGET
-from .._core._validate import memory_budget as check_memory_budget
-from .._core._categorical import encode_categories
-from .._core._chunking import chunk_capacity, map_chunks, plan_chunks
-from .._core._inputs import (align_columns, as_matrix, check_finite_rows, check_missing_for_model, check_n_features,
-                             default_output_names, is_traced)
-from .._core._inputs import resolve_feature_names
-from .._core._links import check_link_outputs, link_function, resolve_link
-from .._core._categorical import as_frame_model
-from .._core._model import is_host_model, model_errors, wrap_model
-from ._shap_api import SHAP_BACKGROUND_ROWS, ShapAPI, is_rows, precision, warn_large_background
 from ._program import host_or_device
 from ._rows import RowExplainer
+from ._shap_api import SHAP_BACKGROUND_ROWS, ShapAPI, is_rows, precision, warn_large_background
+
 
 ValueFn = Callable[[jax.Array], jax.Array]
 
@@ -314,3 +328,72 @@ class ModelAgnosticExplainer(ShapAPI, RowExplainer):
         if not self.model.single_output:
             outputs = self.model.output_names or default_output_names(self.model.n_outputs)
         return Explanation(phi, base, data, stderr, feature_names, outputs)
+
+
+LINKS = ("identity", "logit")
+
+
+def identity(v: jax.Array) -> jax.Array:
+    """The identity link: values are attributed on the model's own scale."""
+    return v
+
+
+def logit(p: jax.Array) -> jax.Array:
+    r"""``log(p / (1 - p))``, finite at exactly 0 and 1.
+
+    Probabilities are first clipped to ``[eps, 1 - eps]`` with ``eps`` the gap below 1 of the
+    floating type (``2**-24`` in float32, ``2**-53`` in float64), the closest a probability can
+    come to 1 and still differ from it, so ``logit(0) = -logit(1)`` is about -16.6 in float32
+    (-36.7 in float64) instead of -inf; inside that range the result is the exact
+    :math:`\log p - \log(1 - p)`.
+    """
+    eps = jnp.finfo(p.dtype).epsneg
+    q = jnp.clip(p, eps, 1 - eps)
+    return jnp.log(q) - jnp.log1p(-q)
+
+
+def _logistic(x: jax.Array) -> jax.Array:
+    """The inverse of :func:`logit`: ``1 / (1 + exp(-x))``."""
+    return jax.nn.sigmoid(x)
+
+
+identity.inverse = identity
+logit.inverse = _logistic
+
+
+def resolve_link(link: Any) -> str:
+    """The link's name: ``"identity"`` or ``"logit"`` (shap's ``shap.links`` functions are accepted).
+
+    Raises:
+      ValueError: for any other link, naming the two that exist.
+    """
+    name = getattr(link, "__name__", link)
+    if isinstance(name, str) and name in LINKS:
+        return name
+    raise ValueError(
+        f"`link` must be 'identity' or 'logit' (the log-odds of a probability output); got {link!r}."
+    )
+
+
+def link_function(name: str) -> Callable[[jax.Array], jax.Array]:
+    """The function of a link name."""
+    return identity if name == "identity" else logit
+
+
+def check_link_outputs(name: str, outputs: Any) -> None:
+    """Raise when ``link="logit"`` is given a model whose outputs are not probabilities.
+
+    Raises:
+      ValueError: when an output on the background rows lies outside ``[0, 1]``.
+    """
+    if name != "logit":
+        return
+    y = np.asarray(outputs)
+    outside = ~((y >= 0) & (y <= 1))
+    if outside.any():
+        bad = y[outside].reshape(-1)[0]
+        raise ValueError(
+            "link='logit' explains the log-odds of a probability, but the model returned "
+            f"{float(bad)!r} on the background, outside [0, 1]. Pass a model that returns probabilities "
+            "(such as clf.predict_proba), or use link='identity' for margins and other outputs."
+        )

@@ -10,7 +10,7 @@ import dataclasses
 import warnings
 from typing import Any, Callable, Sequence
 
-from .._core._links import resolve_link
+from .._engine._explainer import resolve_link
 from .._engine._shap_api import is_rows, unpickle_explainer
 from .._tree._reader import reader_for
 from ..maskers import Independent
