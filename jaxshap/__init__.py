@@ -34,7 +34,7 @@ from ._lazy import lazy_exports
 if TYPE_CHECKING:  # the public names; each is imported on its first use (jaxshap._lazy)
     from . import coalitions, datasets, estimators, explainers, links, maskers, plots, trees
     from ._explainers._amortized import AmortizedExplainer
-    from ._core._program_cache import enable_compilation_cache
+    from ._core._platform import enable_compilation_cache
     from ._core._validate import DEFAULT_MEMORY_BUDGET
     from ._explainers._auto import Explainer
     from ._explainers._exact import CoalitionExplainer

@@ -1,4 +1,4 @@
-"""jaxshap's own store of compiled programs (``_core/_program_cache``): a second process
+"""jaxshap's own store of compiled programs (``_core/_platform``): a second process
 loads what the first compiled, a damaged entry is compiled again, the store is bounded, can be
 turned off, never changes JAX's configuration, and traced calls pass through ``jax.jit``."""
 
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import jaxshap
-from jaxshap._core import _program_cache
+from jaxshap._core import _platform
 
 JOB = """
 import logging, numpy as np, jax, jax.numpy as jnp, jaxshap
@@ -58,7 +58,7 @@ def test_a_second_process_loads_the_program_and_a_damaged_entry_is_compiled_agai
     entries[0].write_bytes(data[:-100])  # truncated: its digest no longer matches
     n3, v3, _ = _job(tmp_path)
     assert n3 == 1 and v3 == v1
-    assert _program_cache._read(str(entries[0])) is not None  # written again, whole
+    assert _platform._read(str(entries[0])) is not None  # written again, whole
     n5, v5, _ = _job(tmp_path)
     assert n5 == 0 and v5 == v1
     n4, _, _ = _job("off")
@@ -80,15 +80,15 @@ def test_a_process_with_several_devices_neither_stores_nor_loads(tmp_path):
 
 def test_an_entry_is_checked_and_the_store_is_bounded(tmp_path, monkeypatch):
     payload = b"x" * 1000
-    _program_cache._write(str(tmp_path), str(tmp_path / "a.xla"), payload)
-    assert _program_cache._read(str(tmp_path / "a.xla")) == payload
+    _platform._write(str(tmp_path), str(tmp_path / "a.xla"), payload)
+    assert _platform._read(str(tmp_path / "a.xla")) == payload
     (tmp_path / "b.xla").write_bytes(b"jaxshap-xla-1\n" + b"\0" * 32 + payload)  # a wrong digest
-    assert _program_cache._read(str(tmp_path / "b.xla")) is None and not (tmp_path / "b.xla").exists()
+    assert _platform._read(str(tmp_path / "b.xla")) is None and not (tmp_path / "b.xla").exists()
     for i, name in enumerate(["c", "d", "e"]):
-        _program_cache._write(str(tmp_path), str(tmp_path / f"{name}.xla"), payload)
+        _platform._write(str(tmp_path), str(tmp_path / f"{name}.xla"), payload)
         os.utime(tmp_path / f"{name}.xla", (1000 + i, 1000 + i))
     os.utime(tmp_path / "a.xla", (2000, 2000))  # used last
-    _program_cache._evict(str(tmp_path), max_bytes=2 * 1046 + 10)
+    _platform._evict(str(tmp_path), max_bytes=2 * 1046 + 10)
     assert sorted(p.name for p in tmp_path.glob("*.xla")) == ["a.xla", "e.xla"]
     assert not list(tmp_path.glob("*.tmp"))
 

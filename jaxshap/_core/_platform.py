@@ -1,10 +1,11 @@
-"""The host platform: settings read from the environment, BLAS threads, and the LAPACK call order.
+"""The host platform: settings read from the environment, BLAS threads, the LAPACK call order, and
+compiled programs kept across processes (jaxshap's own store; JAX's persistent cache switch).
 
 Environment settings: the package reads ``os.environ`` here and nowhere else.
 
 * ``JAXSHAP_CACHE_DIR``: the folder of jaxshap's compilation caches, ``~/.cache/jaxshap/xla`` when
   unset or empty (:func:`cache_dir`): jaxshap's own compiled programs
-  (:mod:`jaxshap._core._program_cache`) in its ``programs`` subfolder (:func:`program_cache_dir`),
+  (:func:`cached_jit`) in its ``programs`` subfolder (:func:`program_cache_dir`),
   and JAX's cache when :func:`jaxshap.enable_compilation_cache` turns it on. ``off`` turns
   jaxshap's own store off.
 
@@ -42,16 +43,56 @@ finite magnitudes of the dependencies (a reduction over all of their elements), 
 does not fold for floats (``0 * y`` is not ``0`` when ``y`` may be infinite or NaN), and adding
 ``-0.0`` leaves every float unchanged, signed zeros and NaNs included; so the result equals
 ``x`` bit for bit.
+
+Compiled programs kept across processes. A first explanation spends most of its time in XLA's
+compiler. :func:`cached_jit` is ``jax.jit`` for jaxshap's own programs, with one addition: the
+first call of a signature (the arguments' tree, shapes, dtypes and shardings, and the static
+arguments) lowers the program and looks its compiled executable up on disk before compiling it;
+a compiled executable is written there for the next process
+(``jax.experimental.serialize_executable``). Later calls of the signature in the process call
+the executable directly.
+
+Why its own store and not JAX's persistent compilation cache: that cache is one global setting
+of the user's JAX (:func:`enable_compilation_cache` turns it on for everything, behind one
+switch); this one touches only jaxshap's programs and leaves JAX's configuration as the user set
+it.
+
+* Key: SHA-256 of the lowered program's text (the model's own code and every shape and dtype are
+  in it), the jax and jaxlib versions, the backend, the device kind and count.
+* Safe with several processes: an entry is written to a temporary file and renamed into place;
+  readers see a whole entry or none.
+* Never trusted blindly: an entry holds the SHA-256 of its payload; a truncated, corrupt or
+  unloadable entry is deleted and the program compiled again.
+* Bounded: after a write, the oldest entries (by last use) go until the folder holds at most
+  :data:`MAX_BYTES`.
+* Programs that call back into Python (a NumPy model through ``pure_callback``) cannot be
+  serialised, and programs with large constants moved out of their text (arrays a model closes
+  over) cannot be keyed by their text; they are compiled as usual. So are traced calls (inside the user's ``jit`` or
+  ``grad``), calls on several devices, programs partitioned over several devices, and every
+  program of a process that sees several local devices (jax 0.10.2 loads a stored one-device
+  executable there as one that expects arguments on all of them).
+* ``JAXSHAP_CACHE_DIR`` names the folder (default ``~/.cache/jaxshap/xla``); ``off`` turns the
+  store off (:func:`program_cache_dir`).
+
+JAX's persistent compilation cache (:func:`enable_compilation_cache`) writes every compiled
+program to a folder and loads it in later processes instead of compiling again. jaxshap's
+programs take their arrays as arguments (never as embedded constants), so the same explainer
+configuration on the same shapes hits the cache across processes.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
+import inspect
 import os
-from typing import Any, Iterator
+import tempfile
+from typing import Any, Callable, Iterator
 
 import jax
 import jax.numpy as jnp
+import jaxlib
 
 
 CACHE_DIR_VARIABLE = "JAXSHAP_CACHE_DIR"
@@ -155,3 +196,216 @@ def after(x: Any, *deps: Any) -> Any:
         return leaf + (zero != 0.0).astype(leaf.dtype)
 
     return jax.tree_util.tree_map(tie, x)
+
+
+MAX_BYTES = 2 * 2**30
+"""The most the folder holds; the least recently used entries are deleted beyond it."""
+
+_MAGIC = b"jaxshap-xla-1\n"
+
+
+def _signature(args: tuple, static: dict) -> Any:
+    """A hashable description of a call (``None`` when it must run through ``jax.jit``)."""
+    leaves, tree = jax.tree_util.tree_flatten(args)
+    parts = []
+    for leaf in leaves:
+        if isinstance(leaf, jax.core.Tracer):
+            return None  # inside the user's transformation
+        if isinstance(leaf, jax.Array):
+            if len(leaf.sharding.device_set) != 1:
+                return None
+            parts.append((jax.typeof(leaf), leaf.sharding))
+        else:
+            parts.append(jax.typeof(leaf))
+    try:
+        sig = (tree, tuple(sorted(static.items())), tuple(parts))
+        hash(sig)
+    except TypeError:
+        return None
+    return sig
+
+
+def _entry_key(lowered: Any) -> str:
+    device = jax.devices()[0]
+    h = hashlib.sha256()
+    for part in (jax.__version__, jaxlib.__version__, device.platform, device.device_kind, str(jax.device_count()), lowered.as_text()):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _read(path: str) -> bytes | None:
+    """The payload of a whole, unaltered entry, else ``None`` (a bad entry is deleted)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    head, digest, payload = data[: len(_MAGIC)], data[len(_MAGIC) : len(_MAGIC) + 32], data[len(_MAGIC) + 32 :]
+    if head != _MAGIC or hashlib.sha256(payload).digest() != digest:
+        _remove(path)
+        return None
+    try:
+        os.utime(path)  # its last use, for eviction
+    except OSError:
+        pass
+    return payload
+
+
+def _write(folder: str, path: str, payload: bytes) -> None:
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(_MAGIC + hashlib.sha256(payload).digest() + payload)
+        os.replace(tmp, path)
+    except OSError:
+        return  # a read-only or full disk: the program still runs
+    _evict(folder)
+
+
+def _evict(folder: str, max_bytes: int = MAX_BYTES) -> None:
+    """Delete the least recently used entries until the folder holds at most ``max_bytes``."""
+    entries = []
+    for name in os.listdir(folder):
+        if name.endswith(".xla"):
+            try:
+                st = os.stat(os.path.join(folder, name))
+            except OSError:
+                continue
+            entries.append((st.st_mtime, st.st_size, name))
+    total = sum(size for _, size, _ in entries)
+    for _, size, name in sorted(entries):
+        if total <= max_bytes:
+            break
+        _remove(os.path.join(folder, name))
+        total -= size
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def _executable_inputs(lowered: Any) -> int | None:
+    """How many inputs the executable takes (JAX keeps this private: ``None`` when unknown)."""
+    try:
+        return len(lowered._lowering.compile_args["global_in_avals"])
+    except Exception:  # pragma: no cover - another JAX version
+        return None
+
+
+def _one_device(executable: Any) -> bool:
+    """Whether every input and output of ``executable`` lives on one and the same device. A
+    program that the compiler partitioned over several devices (a ``shard_map`` over a mesh
+    can be lowered from single-device arguments) is not stored: loaded in a process whose
+    arguments are placed otherwise it fails ("Expected args ... to have 2 shards")."""
+    try:
+        shardings = jax.tree_util.tree_leaves((executable.input_shardings, executable.output_shardings))
+        devices = {d for sharding in shardings for d in sharding.device_set}
+    except Exception:  # pragma: no cover - another JAX version: do not trust it
+        return False
+    return len(devices) <= 1
+
+
+def _load_or_compile(lowered: Any, n_inputs: int) -> Any:
+    """The executable of ``lowered`` on ``n_inputs`` leaves: from the folder when a good entry is
+    there, else compiled (and written there when it can be serialised); ``None`` for a program
+    whose executable takes other inputs too (large constants JAX moved out of the program's
+    text, which ``jax.jit`` passes itself): its text, the key, does not hold their values."""
+    from jax.experimental.serialize_executable import deserialize_and_load, serialize
+
+    folder = program_cache_dir()
+    if folder is None or _executable_inputs(lowered) != n_inputs or jax.local_device_count() != 1:
+        # several local devices: a loaded executable, even a one-device one, expects arguments
+        # on all of them ("Expected args ... to have 2 shards"; jax 0.10.2), so it is compiled
+        return None
+    path = os.path.join(folder, _entry_key(lowered) + ".xla")
+    payload = _read(path)
+    if payload is not None:
+        try:
+            loaded = deserialize_and_load(payload, lowered.in_tree, lowered.out_tree)
+        except Exception:  # written by another jaxlib build, or damaged in a way the digest missed
+            loaded = None
+        if loaded is not None and _one_device(loaded):
+            return loaded
+        _remove(path)
+    compiled = lowered.compile()
+    if not _one_device(compiled):  # partitioned over several devices: never stored
+        return compiled
+    try:
+        payload, _, _ = serialize(compiled)
+    except Exception:  # host callbacks and other unserialisable programs
+        return compiled
+    _write(folder, path, payload)
+    return compiled
+
+
+def cached_jit(fn: Callable[..., Any] | None = None, *, static_argnames: tuple[str, ...] = ()) -> Any:
+    """``jax.jit(fn, static_argnames=...)`` whose executables are kept across processes (see the
+    module). ``fn`` takes named parameters only (no ``*args`` or ``**kwargs``)."""
+    if fn is None:
+        return functools.partial(cached_jit, static_argnames=static_argnames)
+    jitted = jax.jit(fn, static_argnames=static_argnames)
+    executables: dict = {}  # signature -> executable, for this function in this process
+    parameters = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        named = parameters.bind(*args, **kwargs).arguments
+        static = {k: named.pop(k) for k in static_argnames if k in named}
+        args = tuple(named.values())
+        sig = _signature(args, static)
+        if sig is None or program_cache_dir() is None:
+            return jitted(*args, **static)
+        leaves, tree = jax.tree_util.tree_flatten(args)
+        compiled = executables.get(sig)
+        if compiled is None:  # the program on the flat leaves: its executable is called on them
+            def on_leaves(*xs):
+                return fn(*jax.tree_util.tree_unflatten(tree, xs), **static)
+
+            on_leaves.__name__ = on_leaves.__qualname__ = fn.__name__  # as JAX's logs name the program
+            flat = jax.jit(on_leaves, keep_unused=True)
+            compiled = executables[sig] = _load_or_compile(flat.lower(*leaves), len(leaves)) or flat
+        return compiled(*leaves)
+
+    call.jitted = jitted
+    call.lower = jitted.lower  # the program as jax.jit lowers it (tests read its HLO)
+    call._cache_size = lambda: len(executables) + jitted._cache_size()  # noqa: SLF001 - as jax.jit's
+    return call
+
+
+def enable_compilation_cache(path: Any = None, *, min_compile_seconds: float = 0.0) -> str:
+    """Turn on JAX's persistent compilation cache for this process, and return its folder.
+
+    Call it once, best before the first explanation (programs compiled earlier are not written).
+    Later processes that call it with the same folder load jaxshap's compiled programs
+    instead of compiling them, which removes most of the first call's time.
+
+    Args:
+      path: the cache folder (created if needed); ``None`` means ``$JAXSHAP_CACHE_DIR`` or
+        ``~/.cache/jaxshap/xla``.
+      min_compile_seconds: only programs that took at least this long to compile are written
+        (JAX's ``jax_persistent_cache_min_compile_time_secs``); the default 0 writes all.
+
+    Raises:
+      ValueError: for a negative ``min_compile_seconds``.
+    """
+    if isinstance(min_compile_seconds, bool) or not isinstance(min_compile_seconds, (int, float)) or min_compile_seconds < 0:
+        raise ValueError(f"`min_compile_seconds` must be a number of seconds >= 0; got {min_compile_seconds!r}.")
+    if path is None:
+        path = cache_dir()
+    path = os.path.abspath(os.fspath(path))
+    os.makedirs(path, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_seconds))
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    try:  # a cache already initialised (by an earlier compilation) would ignore the new folder
+        from jax._src import compilation_cache
+
+        compilation_cache.reset_cache()
+    except Exception:  # pragma: no cover - JAX keeps this private; best effort
+        pass
+    return path
