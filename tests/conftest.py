@@ -99,12 +99,13 @@ def pytest_collection_modifyitems(config, items):
 
 
 # --- a worker that dies in native code -----------------------------------------------------------
-# XLA's CPU compiler has segfaulted, rarely and at random, while compiling an ordinary TreeExplainer
-# program in a pytest-xdist worker that had run a few hundred tests (two different tree tests, in
-# three of six full runs of this suite on a 2-core machine; the same tests pass alone and in other
-# runs, and the crash could not be reproduced in isolation). A crash is not an assertion: the test
-# that was running when its worker died runs once more, on a fresh worker, and the summary names
-# it. A second crash of the same test fails it, as does any assertion.
+# Workers have died in native code while XLA compiled a program, late in a run. The cause is memory:
+# a worker's resident memory grows with the tests it has run, and when a compile finds none left,
+# XLA's CPU compiler aborts or segfaults instead of raising MemoryError. tests/xla_oom_repro.py
+# reproduces it (a child capped with RLIMIT_AS: exit -6 or -11). The tiers, each a fresh pytest
+# session, keep every worker well below the machine's memory; should a worker still die, the test
+# it was running runs once more, on a fresh worker, and the summary names it. A second crash of the
+# same test fails it, as does any assertion.
 _CRASHED: list[str] = []
 
 
