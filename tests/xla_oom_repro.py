@@ -9,9 +9,10 @@ LLVM's code buffer is what fails, XLA logs "LLVM compilation error: Cannot alloc
 the process segfaults, -11).
 
 This is the "random" native crash seen in pytest-xdist workers of this suite, late in a run: a
-worker's resident memory grows with every test it has run (about 5 GB per worker after half the
-slow tier, 23.6 GB for the worker the kernel OOM-killed in one untiered run of the whole suite), so
-the compile that happens to run when memory is gone takes the worker down. The suite's tiers
+worker's resident memory grows with every test it has run (about 5 GB after half the slow tier in
+one process; in one untiered run of the whole suite, the kernel OOM-killed a 23.6 GB Python process
+at the moment a worker died), so the compile that happens to run when memory is gone takes the
+worker down. The suite's tiers
 (``-m "not slow"``, then ``-m slow``, each in fresh workers) keep each worker's growth below the
 machine's memory; ``tests/conftest.py`` still runs a test once more when its worker dies, and
 names it in the summary.
