@@ -136,17 +136,14 @@ def _budget_chart(title: str, rows: list[dict]) -> str:
                      'stroke="#ddd"/>')
         parts.append(f'<text x="{left - 4}" y="{y(10.0 ** e) + 4:.1f}" font-size="10" text-anchor="end">1e{e}</text>')
     for i, (method, p) in enumerate(points.items()):
-        colour = _SERIES_COLOURS[i % len(_SERIES_COLOURS)]
-        ours = method in ("mse default", "mse jaxshap default")
-        colour = "#000000" if ours else colour
-        dash = "" if ours else ' stroke-dasharray="5,3"'
+        ours = method in ("mse default", "mse jaxshap default")  # jaxshap's default: a solid black line
+        colour = "#000000" if ours else _SERIES_COLOURS[i % len(_SERIES_COLOURS)]
+        stroke = f'stroke="{colour}" stroke-width="{3 if ours else 1.5}"' + ("" if ours else ' stroke-dasharray="5,3"')
         line = " ".join(f"{x(b):.1f},{y(v):.1f}" for b, v in p)
-        width_px = 3 if ours else 1.5
-        parts.append(f'<polyline points="{line}" fill="none" stroke="{colour}" stroke-width="{width_px}"{dash}/>')
+        parts.append(f'<polyline points="{line}" fill="none" {stroke}/>')
         parts += [f'<circle cx="{x(b):.1f}" cy="{y(v):.1f}" r="2.5" fill="{colour}"/>' for b, v in p]
         ly = top + 10 + 16 * i
-        parts.append(f'<line x1="{left + width + 14}" x2="{left + width + 34}" y1="{ly - 4}" y2="{ly - 4}" '
-                     f'stroke="{colour}" stroke-width="2"{dash}/>')
+        parts.append(f'<line x1="{left + width + 14}" x2="{left + width + 34}" y1="{ly - 4}" y2="{ly - 4}" {stroke}/>')
         name = method[4:] if method[4:].startswith(("jaxshap", "shap")) else f"jaxshap {method[4:]}"
         parts.append(f'<text x="{left + width + 38}" y="{ly}" font-size="10">{name[:34]}</text>')
     parts.append("</svg>")
