@@ -68,6 +68,12 @@ class Model:
             return _host_fn(self.model, self.n_features, self.n_outputs, self.dtype, self.single_output)
         return _jax_fn(self.model, self.n_features, self.single_output, self.dtype)
 
+    def evaluate_on_host(self, x: np.ndarray) -> np.ndarray:
+        """A host model's outputs ``[..., K]`` on rows ``x [..., M]``, called from Python (not
+        from a compiled program), in the model's dtype: see :func:`evaluate_on_host`."""
+        out = evaluate_on_host(self.model, x, self.n_features, self.n_outputs, self.single_output)
+        return out.astype(self.dtype, copy=False)
+
     def tree_flatten(self):
         meta = (self.spec, self.n_features, self.dtype, self.n_outputs, self.single_output, self.is_host,
                 self.bytes_per_row, self.output_names)
@@ -107,8 +113,30 @@ def local_x64() -> Iterator[None]:
         _LOCAL_X64.reset(token)
 
 
-def _host_fn(model: Callable, n_features: int, k: int, dtype: Any, single: bool) -> Callable:
+def evaluate_on_host(model: Callable, x: np.ndarray, n_features: int, k: int, single: bool) -> np.ndarray:
+    """A host model on rows ``x [..., M]``: outputs ``[..., K]``, in batches of :data:`HOST_BATCH_ROWS`.
+
+    Raises:
+      ValueError: when the model returns another shape than it did on the background.
+    """
     tail = () if single else (k,)
+    flat = np.asarray(x).reshape(-1, n_features)
+    parts = []
+    for i in range(0, flat.shape[0], HOST_BATCH_ROWS):
+        rows_i = flat[i : i + HOST_BATCH_ROWS]
+        y = np.asarray(model(rows_i))
+        if y.shape != (rows_i.shape[0],) + tail:
+            raise ValueError(
+                f"`model` changed its output shape while being explained: for {rows_i.shape[0]} rows it "
+                f"returned shape {y.shape}, but on the background it returned [n{''.join(', ' + str(t) for t in tail)}]. "
+                "A model must return one row of the same outputs for every input row."
+            )
+        parts.append(y.reshape(-1, k))
+    out = np.concatenate(parts, axis=0) if parts else np.zeros((0, k))
+    return out.reshape(np.shape(x)[:-1] + (k,))
+
+
+def _host_fn(model: Callable, n_features: int, k: int, dtype: Any, single: bool) -> Callable:
     wide = np.dtype(dtype)
     local = wide == np.float64 and _LOCAL_X64.get()
     if local:
@@ -119,20 +147,7 @@ def _host_fn(model: Callable, n_features: int, k: int, dtype: Any, single: bool)
             x = np.asarray(x)
             if local:  # the rows travel as their float64 bits (see fn)
                 x = np.ascontiguousarray(x).view(np.float64).reshape(x.shape[:-1])
-            flat = x.reshape(-1, n_features)
-            parts = []
-            for i in range(0, flat.shape[0], HOST_BATCH_ROWS):
-                rows_i = flat[i : i + HOST_BATCH_ROWS]
-                y = np.asarray(model(rows_i))
-                if y.shape != (rows_i.shape[0],) + tail:
-                    raise ValueError(
-                        f"`model` changed its output shape while being explained: for {rows_i.shape[0]} rows it "
-                        f"returned shape {y.shape}, but on the background it returned [n{''.join(', ' + str(t) for t in tail)}]. "
-                        "A model must return one row of the same outputs for every input row."
-                    )
-                parts.append(y.reshape(-1, k))
-            out = np.concatenate(parts, axis=0) if parts else np.zeros((0, k))
-            return out.reshape(x.shape[:-1] + (k,)).astype(dtype)
+            return evaluate_on_host(model, x, n_features, k, single).astype(dtype)
         except BaseException as err:
             _record(err)
             raise

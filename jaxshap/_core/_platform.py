@@ -83,11 +83,13 @@ configuration on the same shapes hits the cache across processes.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import hashlib
 import inspect
 import os
 import tempfile
+import threading
 from typing import Any, Callable, Iterator
 
 import jax
@@ -170,8 +172,22 @@ def _zero(deps: Any) -> jax.Array | None:
     return jax.lax.stop_gradient(-(total * 0.0))
 
 
+_UNTIED = contextvars.ContextVar("jaxshap_untied", default=False)
+
+
+@contextlib.contextmanager
+def untied() -> Iterator[None]:
+    """Trace a program whose :func:`after` ties are dropped: for a program that only needs ``x``
+    and not ``deps``, which XLA then removes as dead code (with their LAPACK calls)."""
+    token = _UNTIED.set(True)
+    try:
+        yield
+    finally:
+        _UNTIED.reset(token)
+
+
 def after(x: Any, *deps: Any) -> Any:
-    """``x`` unchanged (bit for bit), but computed only once ``deps`` are.
+    """``x`` unchanged (bit for bit), but computed only once ``deps`` are (except under :func:`untied`).
 
     Use it on the input of a LAPACK call (``cho_factor``, ``eigvalsh``, ...) that would
     otherwise be independent of an earlier one: ``after(matrix, earlier_output)``.
@@ -183,7 +199,7 @@ def after(x: Any, *deps: Any) -> Any:
     Returns:
       ``x``, each leaf depending on ``deps`` through a zero added to it.
     """
-    zero = _zero(deps)
+    zero = None if _UNTIED.get() else _zero(deps)
     if zero is None:
         return x
 
@@ -352,26 +368,54 @@ def cached_jit(fn: Callable[..., Any] | None = None, *, static_argnames: tuple[s
     executables: dict = {}  # signature -> executable, for this function in this process
     parameters = inspect.signature(fn)
 
-    @functools.wraps(fn)
-    def call(*args: Any, **kwargs: Any) -> Any:
+    def split(args: tuple, kwargs: dict) -> tuple[tuple, dict, Any]:
         named = parameters.bind(*args, **kwargs).arguments
         static = {k: named.pop(k) for k in static_argnames if k in named}
         args = tuple(named.values())
-        sig = _signature(args, static)
+        return args, static, _signature(args, static)
+
+    def lowered(args: tuple, static: dict) -> tuple[Any, list, Any]:
+        """The program on the flat leaves (its executable is called on them), lowered."""
+        leaves, tree = jax.tree_util.tree_flatten(args)
+
+        def on_leaves(*xs):
+            return fn(*jax.tree_util.tree_unflatten(tree, xs), **static)
+
+        on_leaves.__name__ = on_leaves.__qualname__ = fn.__name__  # as JAX's logs name the program
+        flat = jax.jit(on_leaves, keep_unused=True)
+        return flat, leaves, flat.lower(*leaves)
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        args, static, sig = split(args, kwargs)
         if sig is None or program_cache_dir() is None:
             return jitted(*args, **static)
-        leaves, tree = jax.tree_util.tree_flatten(args)
         compiled = executables.get(sig)
-        if compiled is None:  # the program on the flat leaves: its executable is called on them
-            def on_leaves(*xs):
-                return fn(*jax.tree_util.tree_unflatten(tree, xs), **static)
+        if compiled is None:
+            flat, leaves, low = lowered(args, static)
+            compiled = executables[sig] = _load_or_compile(low, len(leaves)) or flat
+        return compiled(*jax.tree_util.tree_leaves(args))
 
-            on_leaves.__name__ = on_leaves.__qualname__ = fn.__name__  # as JAX's logs name the program
-            flat = jax.jit(on_leaves, keep_unused=True)
-            compiled = executables[sig] = _load_or_compile(flat.lower(*leaves), len(leaves)) or flat
-        return compiled(*leaves)
+    def prepare(*args: Any, **kwargs: Any) -> Callable[[], None]:
+        """Trace the program for arguments like these now, and compile it (or load it) in a
+        background thread, while the caller does other work; returns the function that waits
+        for it. A later call with arguments of the same types and shapes then runs it at once."""
+        args, static, sig = split(args, kwargs)
+        if sig is None or program_cache_dir() is None or sig in executables:
+            return lambda: None
+        flat, leaves, low = lowered(args, static)
+        def work() -> None:
+            try:
+                executables.setdefault(sig, _load_or_compile(low, len(leaves)) or flat)
+            except Exception:  # noqa: BLE001 - the call compiles it again and raises there
+                pass
+
+        thread = threading.Thread(target=work, daemon=True)
+        thread.start()
+        return thread.join
 
     call.jitted = jitted
+    call.prepare = prepare
     call.lower = jitted.lower  # the program as jax.jit lowers it (tests read its HLO)
     call._cache_size = lambda: len(executables) + jitted._cache_size()  # noqa: SLF001 - as jax.jit's
     return call

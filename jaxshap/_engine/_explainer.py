@@ -69,6 +69,7 @@ from .._core._validate import DEFAULT_MEMORY_BUDGET, memory_budget as check_memo
 from .._result._explanation import Explanation
 from ..maskers import Independent, Masker
 from ..maskers._causal import player_masker
+from ._host_model import map_rows, run_staged, staged_rows
 from ._program import host_or_device
 from ._rows import RowExplainer
 from ._shap_api import SHAP_BACKGROUND_ROWS, ShapAPI, is_rows, precision, warn_large_background
@@ -219,8 +220,11 @@ class ModelAgnosticExplainer(ShapAPI, RowExplainer):
         single-output model, else ``[K]``, as shap's ``explainer.expected_value``."""
         if getattr(self, "expected_value_cache_", None) is None:
             empty = jnp.zeros((1, self.n_features), bool)
+            f = self.model.fn
+            if self.model.is_host and self.masker.calls_model_once:  # called here, eagerly: its full precision
+                f = lambda rows: jnp.asarray(self.model.evaluate_on_host(np.asarray(rows)))  # noqa: E731
             with model_errors(), precision(self):
-                v = self.masker.coalition_values(self.model.fn, jnp.asarray(self.masker.probe_rows[0]), empty)
+                v = self.masker.coalition_values(f, jnp.asarray(self.masker.probe_rows[0]), empty)
                 v = np.asarray(link_function(self.link)(v))[0]
             self.expected_value_cache_ = v[0] if self.model.single_output else v
         return self.expected_value_cache_
@@ -285,17 +289,27 @@ class ModelAgnosticExplainer(ShapAPI, RowExplainer):
 
         Chunks of rows that start at or past ``n_valid`` (a traced count, or ``None``) are skipped.
         """
+        body = lambda value_fn, x, k: self._estimate(k, value_fn)  # noqa: E731
+        return self._map_rows(body, X, (keys,), rows_per_chunk, coalitions_per_chunk, n_valid)
 
-        def one_row(k, x):
-            return self._estimate(k, self._value_fn(x, coalitions_per_chunk))
+    def _map_rows(self, body, X, rest, rows_per_chunk, coalitions_per_chunk, n_valid=None):
+        """``body(value_fn, x, *rest_row)`` for every row, ``value_fn`` the row's game; ``body``
+        calls it once. See :func:`jaxshap._engine._host_model.map_rows`."""
+        return map_rows(self, body, X, rest, rows_per_chunk, coalitions_per_chunk, n_valid)
 
-        return map_chunks(lambda args: jax.vmap(one_row)(*args), (keys, X), rows_per_chunk, n_valid)
-
-    def _value_fn(self, x: jax.Array, coalitions_per_chunk: int) -> ValueFn:
-        """The game of row ``x``: coalitions ``[C, M]`` to linked values ``[C, K]``, the model
+    def _game(self, x: jax.Array, model: Callable, coalitions_per_chunk: int) -> ValueFn:
+        """The game of row ``x``: coalitions ``[C, M]`` to linked values ``[C, K]``, ``model``
         evaluated through the masker ``coalitions_per_chunk`` coalitions at a time."""
-        f, masker, link = self.model.fn, self.masker, link_function(self.link)
-        return lambda masks: link(map_chunks(lambda part: masker.coalition_values(f, x, part), masks, coalitions_per_chunk))
+        masker, link = self.masker, link_function(self.link)
+        return lambda masks: link(map_chunks(lambda part: masker.coalition_values(model, x, part), masks, coalitions_per_chunk))
+
+    def _run(self, X, key, offset, devices, bar, blocked):
+        """Explain validated rows (see :meth:`RowExplainer._run`); a host model between two
+        compiled programs when it can be (:mod:`jaxshap._engine._host_model`)."""
+        rows = staged_rows(self, X, devices)
+        if rows:
+            return run_staged(self._call_core(X, key), X, key, offset, rows, bar)
+        return super()._run(X, key, offset, devices, bar, blocked)
 
     def _n_columns(self) -> int:
         return self.masker.n_columns

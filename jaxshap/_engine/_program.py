@@ -95,6 +95,20 @@ def _take_rows(X: jax.Array, start: Any, size: int) -> jax.Array:
     return jax.lax.dynamic_slice_in_dim(X, start, size)
 
 
+def take_block(X: jax.Array, start: int, size: int) -> tuple[jax.Array, int]:
+    """``(rows, valid)``: ``size`` rows of ``X`` from ``start``, padded with copies of row 0 when
+    ``X`` is shorter (through NumPy for concrete rows on a CPU: no program compiled for a new
+    number of rows), and how many of them are real."""
+    n = X.shape[0]
+    if n == size:
+        return X, n
+    if n < size and not is_traced(X) and all(d.platform == "cpu" for d in X.devices()):
+        rows = np.asarray(X)
+        padded = np.concatenate([rows, np.broadcast_to(rows[:1], (size - n,) + rows.shape[1:])])
+        return jax.device_put(padded, next(iter(X.devices()))), n
+    return _take_rows(X, _index(start), size), min(size, n - start)
+
+
 def _index(i: int) -> np.ndarray:
     """An int32 scalar argument (a NumPy one: ``jnp.asarray`` would compile a conversion program)."""
     return np.asarray(i, dtype=np.int32)
@@ -155,17 +169,10 @@ def _run_bucketed(core, X, key, planner, evals_per_row, offset, devices, bar, bl
     if blocked:
         rows, size = bucket_rows(plan_blocks(n, rows, evals_per_row), largest, least_rows=1)
     plan = Plan(rows, coalitions, skip=True)
-    on_host = n <= size and not is_traced(X) and all(d.platform == "cpu" for d in X.devices())
     parts, pending = [], None
     for begin in range(0, n, size):
         start = min(begin, max(n - size, 0))  # a last block shifted back to end at row n: no padding
-        if on_host:  # pad with NumPy: no program compiled for this n
-            rows_np = np.asarray(X)
-            padded = np.concatenate([rows_np, np.broadcast_to(rows_np[:1], (size - n,) + rows_np.shape[1:])])
-            block = jax.device_put(padded, next(iter(X.devices())))
-        else:
-            block = _take_rows(X, _index(start), size)
-        valid = min(size, n - start)
+        block, valid = take_block(X, start, size)
         args = (block, key, _index(offset), _index(start), _index(valid), plan)
         out = block_program(core, *args)
         keep = begin - start  # rows that the previous block already explained

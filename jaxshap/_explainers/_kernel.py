@@ -13,7 +13,6 @@ from .._coalitions._kernel_plan import kernel_plan
 from .._coalitions._kernel_plan import max_coalitions as all_coalitions
 from .._coalitions._kernel_plan import min_coalitions
 from .._coalitions._kernel_sampling import Auto, Sampler
-from .._core._chunking import map_chunks
 from .._core._inputs import is_traced
 from .._core._validate import DEFAULT_MEMORY_BUDGET, flag, integer, number
 from .._engine._explainer import ModelAgnosticExplainer
@@ -304,14 +303,14 @@ class KernelExplainer(ModelAgnosticExplainer):
         masks, ops, parts = draw
         every = after(jnp.concatenate([jnp.zeros((1, m), bool), jnp.ones((1, m), bool), masks], axis=0), draw)
 
-        def one_row(x):
-            v = self._value_fn(x, coalitions_per_chunk)(every)
+        def one_row(value_fn, x):
+            v = value_fn(every)
             tail = v.shape[1:]
             flat = v.reshape(v.shape[0], -1)
             phi, stderr = self._prior.apply(ops, parts, plan, flat[2:], flat[0], flat[1])
             return phi.reshape((m,) + tail), v[0], stderr.reshape((m,) + tail)
 
-        return map_chunks(jax.vmap(one_row), X, rows_per_chunk, n_valid)
+        return self._map_rows(one_row, X, (), rows_per_chunk, coalitions_per_chunk, n_valid)
 
     def _run(self, X, key, offset, devices, bar, blocked):
         """Explain validated rows (see :meth:`jaxshap.Explainer._run`), in rounds when ``"auto"``.

@@ -144,10 +144,10 @@ class PermutationExplainer(ModelAgnosticExplainer):
             return super()._explain_local(X, keys, rows_per_chunk, coalitions_per_chunk, n_valid)
         m, pairs = self.n_features, self.n_permutations // 2
 
-        def walks(k, x):
-            return permutation_walks(k, self._value_fn(x, coalitions_per_chunk), m, pairs, self.masker.sample_order_ranks)
+        def walks(value_fn, x, k):
+            return permutation_walks(k, value_fn, m, pairs, self.masker.sample_order_ranks)
 
-        ranks, walk_f, walk_c = map_chunks(lambda a: jax.vmap(walks)(*a), (keys, X), rows_per_chunk, n_valid)
+        ranks, walk_f, walk_c = self._map_rows(walks, X, (keys,), rows_per_chunk, coalitions_per_chunk, n_valid)
         rho = third_order_ridge(m)
         fit_rows = max(1, chunk_bytes(self.memory_budget) // fit_bytes_per_row(m, self.n_permutations, self.model.n_outputs))
 

@@ -148,6 +148,12 @@ class Masker(abc.ABC):
         that its score on such rows is optimistic."""
         return None
 
+    calls_model_once: bool = False
+    """Whether :meth:`coalition_values` calls ``f`` exactly once, on all the rows it masks, and
+    outside any ``vmap``, ``scan`` or ``cond`` of its own. Such a masker lets a host (NumPy)
+    model run between two compiled programs instead of inside one (see
+    :mod:`jaxshap._engine._host_model`), so both programs can be kept across processes."""
+
     bytes_per_coalition: int = 0
     """Working memory that one coalition value needs besides its model evaluations (a learned
     masker's network activations), counted by the explainers' chunk planner."""
@@ -268,6 +274,8 @@ class ConditionalSampler(Masker):
     def evals_per_coalition(self) -> int:
         """Model evaluations that one coalition value costs: ``n_samples``."""
         return self.n_samples
+
+    calls_model_once = True
 
     @abc.abstractmethod
     def conditional_samples(self, x: jax.Array, masks: jax.Array) -> jax.Array:

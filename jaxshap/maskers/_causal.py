@@ -233,6 +233,8 @@ class Causal(ChainMasker):
             before = before | inside
         return rows
 
+    calls_model_once = True  # on every coalition's interventional draws at once
+
     def coalition_values(self, f: Callable[[jax.Array], jax.Array], x: jax.Array, masks: jax.Array) -> jax.Array:
         """``v_x(S) = E[f(X) | do(X_S = x_S)]`` for each coalition ``[C, M]``: ``[C, K]`` (Monte-Carlo means)."""
         return f(jax.vmap(lambda mask: self.interventional_samples(x, mask))(masks)).mean(axis=1)

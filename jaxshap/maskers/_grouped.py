@@ -172,6 +172,11 @@ class Wrapped(Masker):
         """The inner masker's check of the model it is asked to explain."""
         self.masker.check_model(f)
 
+    @property
+    def calls_model_once(self) -> bool:
+        """As the inner masker (whose :meth:`coalition_values` this one calls)."""
+        return self.masker.calls_model_once
+
     def coalition_values(self, f: Callable[[jax.Array], jax.Array], x: jax.Array, masks: jax.Array) -> jax.Array:
         """The inner masker's ``v_x(S)`` for each coalition ``[C, M]``."""
         return self.masker.coalition_values(f, x, masks)

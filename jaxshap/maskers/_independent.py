@@ -115,6 +115,8 @@ class Independent(Masker):
         ``max_samples``.
     """
 
+    calls_model_once = True
+
     def __init__(self, data: Any, max_samples: int | None = DEFAULT_MAX_SAMPLES, key: Any = None, *, weights: Any = None):
         data, summary_weights, names = _read_background(data)
         if weights is None:
