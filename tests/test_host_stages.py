@@ -117,7 +117,7 @@ def test_more_rows_than_one_block_and_a_memory_budget(monkeypatch):
     # per row: 64 coalitions x 12 background rows x float32 x (6 inputs + 2 x 2 outputs), and the
     # estimator's own 1408 bytes (masks and values): 32128 bytes
     ex = jaxshap.ExactExplainer(numpy_model, BACKGROUND, memory_budget=100_000)
-    assert host_model.staged_rows(ex, jax.numpy.asarray(X[20:31]), None) == 3
+    assert host_model.staged_rows(ex, jax.numpy.asarray(X[20:31]), jax.random.key(0), None) == 3
     np.testing.assert_allclose(np.asarray(ex(X[20:31]).values), np.asarray(full.values), rtol=1e-5, atol=1e-6)
 
 
@@ -147,10 +147,10 @@ def test_values_are_never_paired_with_other_coalitions(monkeypatch):
 def test_a_masker_that_does_not_call_the_model_once_keeps_the_callback(monkeypatch):
     masker = jaxshap.maskers.Independent(BACKGROUND)
     ex = jaxshap.ExactExplainer(numpy_model, masker)
-    assert host_model.staged_rows(ex, jax.numpy.asarray(X[:3]), None) > 0
+    assert host_model.staged_rows(ex, jax.numpy.asarray(X[:3]), jax.random.key(0), None) > 0
     monkeypatch.setattr(type(masker), "calls_model_once", False)
-    assert host_model.staged_rows(ex, jax.numpy.asarray(X[:3]), None) == 0
-    assert host_model.staged_rows(ex, jax.numpy.asarray(X[:3]), "local") == 0  # sharded: one program
+    assert host_model.staged_rows(ex, jax.numpy.asarray(X[:3]), jax.random.key(0), None) == 0
+    assert host_model.staged_rows(ex, jax.numpy.asarray(X[:3]), jax.random.key(0), "local") == 0  # sharded: one program
 
 
 JOB = """
@@ -185,3 +185,13 @@ def test_a_second_process_loads_a_host_model_s_programs(tmp_path):
     assert n1 == 2  # the inputs program and the values program
     n2, v2 = job()
     assert n2 == 0 and v2 == v1
+
+
+def test_inside_jit_the_callback_runs_and_gives_the_same_values():
+    ex = jaxshap.ExactExplainer(numpy_model, BACKGROUND)
+    eager = np.asarray(ex(X[20:24]).values)
+    assert host_model.staged_rows(ex, jax.numpy.asarray(X[20:24]), jax.random.key(0), None) > 0
+    in_jit = jax.jit(lambda e, rows: e(rows).values)(ex, X[20:24])  # traced rows and explainer: one program
+    np.testing.assert_allclose(np.asarray(in_jit), eager, rtol=1e-5, atol=1e-6)
+    closed = jax.jit(lambda e: e(X[20:24]).values)(ex)  # concrete rows, traced explainer
+    np.testing.assert_allclose(np.asarray(closed), eager, rtol=1e-5, atol=1e-6)

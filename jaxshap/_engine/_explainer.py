@@ -306,7 +306,7 @@ class ModelAgnosticExplainer(ShapAPI, RowExplainer):
     def _run(self, X, key, offset, devices, bar, blocked):
         """Explain validated rows (see :meth:`RowExplainer._run`); a host model between two
         compiled programs when it can be (:mod:`jaxshap._engine._host_model`)."""
-        rows = staged_rows(self, X, devices)
+        rows = staged_rows(self, X, key, devices)
         if rows:
             return run_staged(self._call_core(X, key), X, key, offset, rows, bar)
         return super()._run(X, key, offset, devices, bar, blocked)

@@ -179,15 +179,18 @@ def values_program(core: Any, X: jax.Array, outputs: jax.Array, masks: jax.Array
     return out, jnp.all(jnp.stack(stage.checks))
 
 
-def staged_rows(core: Any, X: Any, devices: Any) -> int:
+def staged_rows(core: Any, X: Any, key: Any, devices: Any) -> int:
     """Rows per block for explaining ``X`` in stages, or 0 when the callback must be kept.
 
     Stages apply to a host model whose masker calls it once per coalition batch, on concrete
-    rows on one device, when the model's inputs and outputs for one row fit the memory budget.
+    rows, key and explainer (not inside the user's ``jax.jit``), on one device, when the model's
+    inputs and outputs for one row fit the memory budget.
     """
     if not (core.model.is_host and core.masker.calls_model_once) or devices is not None:
         return 0
-    if is_traced(X) or len(getattr(X, "devices", lambda: ())()) != 1:
+    if any(is_traced(a) for a in jax.tree_util.tree_leaves((X, key, core))):
+        return 0
+    if len(X.devices()) != 1:
         return 0
     itemsize = np.dtype(core.masker.dtype).itemsize
     per_row = core._evals_per_row() * itemsize * (core.masker.n_columns + 2 * core.model.n_outputs)
@@ -210,7 +213,8 @@ def run_staged(core: Any, X: jax.Array, key: jax.Array, offset: int, rows: int, 
         inputs, masks = inputs_program(core, block, key, first, coalitions=coalitions)
         outputs = np.zeros(inputs.shape[:-1] + (core.model.n_outputs,), core.masker.dtype)
         ready = values_program.prepare(core, block, outputs, masks, key, first, coalitions=coalitions)
-        outputs[:valid] = core.model.evaluate_on_host(np.asarray(inputs)[:valid])  # meanwhile, it compiles
+        keep = begin - start  # rows the previous block explained: not evaluated again
+        outputs[keep:valid] = core.model.evaluate_on_host(np.asarray(inputs)[keep:valid])  # meanwhile, it compiles
         ready()
         out, same = values_program(core, block, outputs, masks, key, first, coalitions=coalitions)
         if not bool(same):
@@ -218,7 +222,6 @@ def run_staged(core: Any, X: jax.Array, key: jax.Array, offset: int, rows: int, 
                 "jaxshap drew different coalitions in the two programs that explain a host model, so it cannot "
                 "pair the model's outputs with them; please report this as a bug."
             )
-        keep = begin - start
         parts.append(jax.tree_util.tree_map(lambda a: np.asarray(a)[keep:valid], out))
         if bar is not None:
             bar.update(valid - keep)
