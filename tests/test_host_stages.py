@@ -39,6 +39,8 @@ def _explain(cls, staged, monkeypatch, **kwargs):
         calls.append(1)
         return real(*args, **kw)
 
+    counted.prepare = real.prepare
+
     with monkeypatch.context() as m:
         m.setattr(host_model, "inputs_program", counted)
         if not staged:
@@ -121,6 +123,28 @@ def test_more_rows_than_one_block_and_a_memory_budget(monkeypatch):
     np.testing.assert_allclose(np.asarray(ex(X[20:31]).values), np.asarray(full.values), rtol=1e-5, atol=1e-6)
 
 
+def test_kernel_blocks_share_one_draw(monkeypatch):
+    # blocks of a few rows: every block uses the call's one draw of coalitions (drawn once), so
+    # the values equal one block's
+    key = jax.random.key(5)
+    full = jaxshap.KernelExplainer(numpy_model, BACKGROUND, 60)(X[20:31], key=key)
+    draws = []
+    real = jaxshap._explainers._kernel.shared_draw
+
+    def counted(core, k):
+        draws.append(1)
+        return real(core, k)
+
+    monkeypatch.setattr(jaxshap._explainers._kernel, "shared_draw", counted)
+    monkeypatch.setattr(host_model, "BLOCK_EVALS", 3 * 62 * 12)  # three rows of 62 coalitions x 12 background rows
+    ex = jaxshap.KernelExplainer(numpy_model, BACKGROUND, 60)
+    assert host_model.staged_rows(ex, jax.numpy.asarray(X[20:31]), key, None) == 3
+    blocked = ex(X[20:31], key=key)
+    assert len(draws) == 1
+    np.testing.assert_allclose(np.asarray(blocked.values), np.asarray(full.values), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(blocked.stderr), np.asarray(full.stderr), rtol=1e-4, atol=1e-6)
+
+
 def test_the_model_s_own_error_reaches_the_caller():
     def broken(x):
         if len(x) > 50:
@@ -138,6 +162,8 @@ def test_values_are_never_paired_with_other_coalitions(monkeypatch):
     def other_coalitions(*args, **kwargs):
         rows, masks = real(*args, **kwargs)
         return rows, ~masks
+
+    other_coalitions.prepare = real.prepare
 
     monkeypatch.setattr(host_model, "inputs_program", other_coalitions)
     with pytest.raises(RuntimeError, match="different coalitions"):

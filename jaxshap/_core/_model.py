@@ -23,7 +23,7 @@ from ._categorical import unwrap
 from ._pytree import Static, avals, merge, split
 
 # Rows per host call for non-JAX models; large enough to amortise Python overhead.
-HOST_BATCH_ROWS = 65536
+HOST_BATCH_ROWS = 16384
 
 
 @jax.tree_util.register_pytree_node_class

@@ -366,6 +366,7 @@ def cached_jit(fn: Callable[..., Any] | None = None, *, static_argnames: tuple[s
         return functools.partial(cached_jit, static_argnames=static_argnames)
     jitted = jax.jit(fn, static_argnames=static_argnames)
     executables: dict = {}  # signature -> executable, for this function in this process
+    pending: dict = {}  # signature -> the thread compiling it (see prepare)
     parameters = inspect.signature(fn)
 
     def split(args: tuple, kwargs: dict) -> tuple[tuple, dict, Any]:
@@ -390,29 +391,34 @@ def cached_jit(fn: Callable[..., Any] | None = None, *, static_argnames: tuple[s
         args, static, sig = split(args, kwargs)
         if sig is None or program_cache_dir() is None:
             return jitted(*args, **static)
+        if sig in pending:
+            pending.pop(sig).join()
         compiled = executables.get(sig)
         if compiled is None:
             flat, leaves, low = lowered(args, static)
             compiled = executables[sig] = _load_or_compile(low, len(leaves)) or flat
         return compiled(*jax.tree_util.tree_leaves(args))
 
-    def prepare(*args: Any, **kwargs: Any) -> Callable[[], None]:
-        """Trace the program for arguments like these now, and compile it (or load it) in a
-        background thread, while the caller does other work; returns the function that waits
-        for it. A later call with arguments of the same types and shapes then runs it at once."""
+    def prepare(*args: Any, **kwargs: Any) -> Any:
+        """Trace the program for arguments like these now and compile (or load) it in a
+        background thread while the caller does other work. Returns the program's output
+        shapes (``jax.ShapeDtypeStruct`` leaves), or ``None`` when it is compiled already or
+        not kept (traced arguments, the store off). A call with arguments of the same types and
+        shapes waits for that thread, then runs the program."""
         args, static, sig = split(args, kwargs)
-        if sig is None or program_cache_dir() is None or sig in executables:
-            return lambda: None
+        if sig is None or program_cache_dir() is None or sig in executables or sig in pending:
+            return None
         flat, leaves, low = lowered(args, static)
+
         def work() -> None:
             try:
                 executables.setdefault(sig, _load_or_compile(low, len(leaves)) or flat)
             except Exception:  # noqa: BLE001 - the call compiles it again and raises there
                 pass
 
-        thread = threading.Thread(target=work, daemon=True)
+        thread = pending[sig] = threading.Thread(target=work, daemon=True)
         thread.start()
-        return thread.join
+        return low.out_info
 
     call.jitted = jitted
     call.prepare = prepare

@@ -308,8 +308,13 @@ class ModelAgnosticExplainer(ShapAPI, RowExplainer):
         compiled programs when it can be (:mod:`jaxshap._engine._host_model`)."""
         rows = staged_rows(self, X, key, devices)
         if rows:
-            return run_staged(self._call_core(X, key), X, key, offset, rows, bar)
+            return run_staged(self._call_core(X, key)._with_shared_work(key), X, key, offset, rows, bar)
         return super()._run(X, key, offset, devices, bar, blocked)
+
+    def _with_shared_work(self, key: jax.Array) -> "ModelAgnosticExplainer":
+        """This explainer with the work that every row of a call shares done once, for a call
+        whose rows run as several programs (a host model in stages). Default: none is shared."""
+        return self
 
     def _n_columns(self) -> int:
         return self.masker.n_columns

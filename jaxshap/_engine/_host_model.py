@@ -179,6 +179,12 @@ def values_program(core: Any, X: jax.Array, outputs: jax.Array, masks: jax.Array
     return out, jnp.all(jnp.stack(stage.checks))
 
 
+BLOCK_EVALS = 2**20
+"""Model evaluations per block (a few of the host model's batches): blocks of this size keep the
+masked rows in memory small and the padding of a last short block cheap, and cost the host
+loop a few milliseconds each."""
+
+
 def staged_rows(core: Any, X: Any, key: Any, devices: Any) -> int:
     """Rows per block for explaining ``X`` in stages, or 0 when the callback must be kept.
 
@@ -193,29 +199,39 @@ def staged_rows(core: Any, X: Any, key: Any, devices: Any) -> int:
     if len(X.devices()) != 1:
         return 0
     itemsize = np.dtype(core.masker.dtype).itemsize
-    per_row = core._evals_per_row() * itemsize * (core.masker.n_columns + 2 * core.model.n_outputs)
+    evals = core._evals_per_row()
+    per_row = evals * itemsize * (core.masker.n_columns + 2 * core.model.n_outputs)
     per_row += core._working_set_per_row() + core._solve_set_per_row()
-    rows = core.memory_budget // max(per_row, 1)
-    if rows < 1:
+    if per_row > core.memory_budget:
         return 0
+    rows = max(1, min(BLOCK_EVALS // max(evals, 1), core.memory_budget // max(per_row, 1)))
     return bucket_rows(X.shape[0], rows, least_rows=1)[0]
 
 
 def run_staged(core: Any, X: jax.Array, key: jax.Array, offset: int, rows: int, bar: ProgressBar | None) -> Any:
     """Explain ``X [n, M]`` (global rows ``offset, ...``) in blocks of ``rows``, the host model
-    evaluated between :func:`inputs_program` and :func:`values_program`."""
+    evaluated between :func:`inputs_program` and :func:`values_program`.
+
+    On a first call both programs compile at once, in two threads, and the second goes on
+    compiling while the host evaluates the model on the first block.
+    """
     n, coalitions = X.shape[0], core._coalitions_per_row()
+    k, dtype = core.model.n_outputs, core.masker.dtype
     parts = []
     for begin in range(0, n, rows):
         start = min(begin, max(n - rows, 0))  # a last block shifted back to end at row n
         block, valid = take_block(X, start, rows)
         first = np.asarray(offset + start, np.int32)
+        shapes = inputs_program.prepare(core, block, key, first, coalitions=coalitions)
+        if shapes is not None:  # compiling: start the second program too
+            rows_shape, masks_shape = shapes
+            values_program.prepare(core, block, np.zeros(rows_shape.shape[:-1] + (k,), dtype),
+                                   np.zeros(masks_shape.shape, bool), key, first, coalitions=coalitions)
         inputs, masks = inputs_program(core, block, key, first, coalitions=coalitions)
-        outputs = np.zeros(inputs.shape[:-1] + (core.model.n_outputs,), core.masker.dtype)
-        ready = values_program.prepare(core, block, outputs, masks, key, first, coalitions=coalitions)
+        inputs, masks = np.asarray(inputs), np.asarray(masks)
+        outputs = np.zeros(inputs.shape[:-1] + (k,), dtype)
         keep = begin - start  # rows the previous block explained: not evaluated again
-        outputs[keep:valid] = core.model.evaluate_on_host(np.asarray(inputs)[keep:valid])  # meanwhile, it compiles
-        ready()
+        outputs[keep:valid] = core.model.evaluate_on_host(inputs[keep:valid])
         out, same = values_program(core, block, outputs, masks, key, first, coalitions=coalitions)
         if not bool(same):
             raise RuntimeError(

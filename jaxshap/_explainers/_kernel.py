@@ -19,7 +19,7 @@ from .._engine._explainer import ModelAgnosticExplainer
 from .._estimators._kernel import draw_operators, kernel_shapley, third_order_ridge
 from .._estimators._kernel_priors import RowPrior
 from .._core._platform import after
-from .._core._platform import one_blas_thread
+from .._core._platform import cached_jit, one_blas_thread
 from ..maskers._base import SHAPLEY
 
 
@@ -36,6 +36,12 @@ def _sampler_choice(sampler: Any) -> Sampler | Auto:
     if isinstance(sampler, str) and sampler == "auto":
         return Auto()
     return Sampler.resolve(sampler, others=("auto",))
+
+
+@cached_jit
+def shared_draw(core: "KernelExplainer", key: jax.Array) -> tuple:
+    """``core._draw(key)`` as a program of its own."""
+    return core._draw(key)
 
 
 class KernelExplainer(ModelAgnosticExplainer):
@@ -299,7 +305,9 @@ class KernelExplainer(ModelAgnosticExplainer):
         if not self.shared_coalitions or m == 1:
             return super()._explain_keyed(X, key, index, rows_per_chunk, coalitions_per_chunk, n_valid)
         plan = kernel_plan(m, self.n_coalitions, self.sampler)
-        draw = draw_operators(jax.random.fold_in(key, 0), plan, self.controls, self._prior, dtype=jnp.dtype(self.masker.dtype))
+        draw = vars(self).get("shared_draw")  # drawn once for the call by _with_shared_work, or here
+        if draw is None:
+            draw = self._draw(key)
         masks, ops, parts = draw
         every = after(jnp.concatenate([jnp.zeros((1, m), bool), jnp.ones((1, m), bool), masks], axis=0), draw)
 
@@ -311,6 +319,21 @@ class KernelExplainer(ModelAgnosticExplainer):
             return phi.reshape((m,) + tail), v[0], stderr.reshape((m,) + tail)
 
         return self._map_rows(one_row, X, (), rows_per_chunk, coalitions_per_chunk, n_valid)
+
+    def _draw(self, key: jax.Array) -> tuple:
+        """The shared coalitions of a call and their operators (see :meth:`_explain_keyed`)."""
+        plan = kernel_plan(self.n_features, self.n_coalitions, self.sampler)
+        return draw_operators(jax.random.fold_in(key, 0), plan, self.controls, self._prior, dtype=jnp.dtype(self.masker.dtype))
+
+    def _with_shared_work(self, key: jax.Array) -> "KernelExplainer":
+        """With shared coalitions: this explainer holding the call's draw and factorisations
+        (``shared_draw``, computed once by its own compiled program), so that blocks of rows
+        explained by separate programs do not factorise again."""
+        if not self.shared_coalitions or self.n_features == 1 or is_traced(key):
+            return self
+        core = self._core()
+        core.shared_draw = shared_draw(core, key)
+        return core
 
     def _run(self, X, key, offset, devices, bar, blocked):
         """Explain validated rows (see :meth:`jaxshap.Explainer._run`), in rounds when ``"auto"``.
