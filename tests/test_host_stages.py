@@ -55,17 +55,15 @@ def _explain(cls, staged, monkeypatch, **kwargs):
     "cls, kwargs",
     [
         (jaxshap.ExactExplainer, {}),
-        (jaxshap.PermutationExplainer, {"n_permutations": 8, "control_variates": True}),
-        (jaxshap.PermutationExplainer, {"n_permutations": 8, "control_variates": False}),
         (jaxshap.KernelExplainer, {"n_coalitions": 40}),
         (jaxshap.KernelExplainer, {"n_coalitions": 40, "shared_coalitions": False}),
         (jaxshap.KernelExplainer, {"n_coalitions": 40, "link": "identity", "groups": [[0, 1], [2], [3, 4, 5]]}),
         (jaxshap.PartitionExplainer, {}),
         (jaxshap.ExactExplainer, {"masker": lambda: jaxshap.maskers.Gaussian(X.mean(0), np.cov(X.T), n_samples=16)}),
         (
-            jaxshap.PermutationExplainer,
+            jaxshap.KernelExplainer,
             {
-                "n_permutations": 4,
+                "n_coalitions": 40,
                 "masker": lambda: jaxshap.maskers.Gaussian(X.mean(0), np.cov(X.T), n_samples=16),
                 "causal_ordering": [[0, 1], [2, 3, 4, 5]],
                 "confounding": [True, False],
@@ -167,7 +165,14 @@ def test_values_are_never_paired_with_other_coalitions(monkeypatch):
 
     monkeypatch.setattr(host_model, "inputs_program", other_coalitions)
     with pytest.raises(RuntimeError, match="different coalitions"):
-        jaxshap.PermutationExplainer(numpy_model, BACKGROUND)(X[20:23])
+        jaxshap.KernelExplainer(numpy_model, BACKGROUND, 40, shared_coalitions=False)(X[20:23])
+
+
+def test_permutation_keeps_the_callback():
+    ex = jaxshap.PermutationExplainer(numpy_model, BACKGROUND, 8)
+    assert host_model.staged_rows(ex, jax.numpy.asarray(X[:3]), jax.random.key(0), None) == 0
+    values = np.asarray(ex(X[20:23]).values)
+    np.testing.assert_allclose(values.sum(1) + np.asarray(ex.expected_value), numpy_model(X[20:23]), rtol=1e-4, atol=1e-4)
 
 
 def test_a_masker_that_does_not_call_the_model_once_keeps_the_callback(monkeypatch):

@@ -166,6 +166,10 @@ class ModelAgnosticExplainer(ShapAPI, RowExplainer):
     background_rows: int | None = SHAP_BACKGROUND_ROWS
     """Rows of a background array or DataFrame kept (``None``: all), as shap's class of that name."""
 
+    stages_host_model = True
+    """Whether a host model runs between two compiled programs that the store keeps
+    (:mod:`jaxshap._engine._host_model`) rather than inside one through a callback."""
+
     keeps_host_dtype = True
     """A host (NumPy) model given float64 rows gets them in float64: the explainer computes in
     float64 (``jax.enable_x64``) then (see :func:`jaxshap._engine._shap_api.host_float64`)."""

@@ -188,11 +188,12 @@ loop a few milliseconds each."""
 def staged_rows(core: Any, X: Any, key: Any, devices: Any) -> int:
     """Rows per block for explaining ``X`` in stages, or 0 when the callback must be kept.
 
-    Stages apply to a host model whose masker calls it once per coalition batch, on concrete
+    Stages apply to a host model of an explainer that allows them (``stages_host_model``) and
+    whose masker calls it once per coalition batch, on concrete
     rows, key and explainer (not inside the user's ``jax.jit``), on one device, when the model's
     inputs and outputs for one row fit the memory budget.
     """
-    if not (core.model.is_host and core.masker.calls_model_once) or devices is not None:
+    if not (core.model.is_host and core.stages_host_model and core.masker.calls_model_once) or devices is not None:
         return 0
     if any(is_traced(a) for a in jax.tree_util.tree_leaves((X, key, core))):
         return 0

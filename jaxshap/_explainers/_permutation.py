@@ -126,6 +126,12 @@ class PermutationExplainer(ModelAgnosticExplainer):
             control_variates = pays and fit_points(m, walks) <= MAX_FIT_POINTS
         self.control_variates = control_variates and why is None
 
+    stages_host_model = False
+    """A host model stays inside one program (a callback). In two programs the walks compile
+    twice and the control-variate fit once more: on ``python -m bench first_touch``'s scikit-learn
+    MLP job the first process took 2 s longer and 185 MB more, which later processes' loading
+    from the store (1.5 s saved each) does not repay for a one-off job."""
+
     def _coalitions_per_row(self) -> int:
         return self.n_permutations * (self.n_features - 1) + 2
 
