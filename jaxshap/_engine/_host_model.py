@@ -189,9 +189,9 @@ def staged_rows(core: Any, X: Any, key: Any, devices: Any) -> int:
     """Rows per block for explaining ``X`` in stages, or 0 when the callback must be kept.
 
     Stages apply to a host model of an explainer that allows them (``stages_host_model``) and
-    whose masker calls it once per coalition batch, on concrete
-    rows, key and explainer (not inside the user's ``jax.jit``), on one device, when the model's
-    inputs and outputs for one row fit the memory budget.
+    whose masker calls it once per coalition batch; the rows, key and explainer must be concrete
+    (not inside the user's ``jax.jit``) and on one device, and one row's model inputs and outputs
+    must fit the memory budget (so an explainer's ``_with_shared_work`` only sees a concrete key).
     """
     if not (core.model.is_host and core.stages_host_model and core.masker.calls_model_once) or devices is not None:
         return 0

@@ -329,7 +329,7 @@ class KernelExplainer(ModelAgnosticExplainer):
         """With shared coalitions: this explainer holding the call's draw and factorisations
         (``shared_draw``, computed once by its own compiled program), so that blocks of rows
         explained by separate programs do not factorise again."""
-        if not self.shared_coalitions or self.n_features == 1 or is_traced(key):
+        if not self.shared_coalitions or self.n_features == 1:
             return self
         core = self._core()
         core.shared_draw = shared_draw(core, key)
