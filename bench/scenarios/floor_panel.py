@@ -6,9 +6,9 @@ attention over the features, a NumPy host model and an XGBoost ensemble (its ``p
 host model, and TreeExplainer against XGBoost's own ``pred_contribs``). Explainers at their
 defaults: Exact (M = 10), Permutation and Kernel (M = 20), 100 background rows, 50 rows.
 
-* warm: the best of 3 later calls; floor: the bare model on as many rows as the explainer
-  evaluates, at its best batch size (:func:`bench.harness.model_floor`; for a host model, NumPy
-  batches of 2^12 to 2^16 rows);
+* warm: the best of 3 later calls, in a fresh process per model (a ``--quick`` run: in this
+  one); floor: the bare model on as many rows as the explainer evaluates, at its best batch size
+  (:func:`bench.harness.model_floor`; for a host model, NumPy batches of 2^12 to 2^16 rows);
 * cold: a fresh process, from ``import jaxshap`` through the explainer's build and first call;
 * shap: the same work with shap's explainer on the tanh MLP, warm and as a cold one-off Kernel job.
 
@@ -191,6 +191,23 @@ def _child(code, args, env=None):
     raise RuntimeError(f"panel child failed: {out.stderr[-2000:]}")
 
 
+_WARM = """
+import json, sys
+from bench.scenarios import floor_panel as p
+cells, quick = json.loads(sys.argv[1])
+print("RESULT " + json.dumps({f"{m}|{e}": p.warm_cell(m, e, quick) for m, e in cells}))
+"""
+
+
+def fresh_warm_cells(cells, quick, env=None):
+    """``{"model|explainer": warm_cell(...)}`` for ``cells``, one fresh process per model: a long
+    run in one process drifts (its first cells read up to 1.8x slower than fresh processes)."""
+    out = {}
+    for model_name in dict.fromkeys(m for m, _ in cells):
+        out.update(_child(_WARM, [[c for c in cells if c[0] == model_name], quick], env))
+    return out
+
+
 def cold_cell(model_name, explainer_name, quick):
     """Seconds from ``import jaxshap`` to the first call's values, in a fresh process (for a tree,
     the cell's own fit and pred_contribs are in it too)."""
@@ -224,12 +241,13 @@ def _shap_cells(quick):
 
 def run(quick: bool = False) -> dict:
     rows, checks = [], {}
-    for model_name in QUICK_MODELS if quick else MODELS:
-        for explainer_name in FEATURES:
-            cell = warm_cell(model_name, explainer_name, quick)
-            cell["cold s"] = None if quick else cold_cell(model_name, explainer_name, quick)
-            rows.append({"model": model_name, "explainer": explainer_name, **cell})
-            print(f"  {model_name:24s} {explainer_name:12s} warm/floor {cell['warm / floor']:.2f}", flush=True)
+    cells = [(m, e) for m in (QUICK_MODELS if quick else MODELS) for e in FEATURES]
+    warm = {f"{m}|{e}": warm_cell(m, e, quick) for m, e in cells} if quick else fresh_warm_cells(cells, quick)
+    for model_name, explainer_name in cells:
+        cell = warm[f"{model_name}|{explainer_name}"]
+        cell["cold s"] = None if quick else cold_cell(model_name, explainer_name, quick)
+        rows.append({"model": model_name, "explainer": explainer_name, **cell})
+        print(f"  {model_name:24s} {explainer_name:12s} warm/floor {cell['warm / floor']:.2f}", flush=True)
     tree = tree_cell(quick)
     tree["cold s"] = None if quick else cold_cell("XGBoost", "Tree", quick)
     shap_s = _shap_cells(quick)
@@ -261,20 +279,14 @@ def run(quick: bool = False) -> dict:
     }
 
 
-_WARM = """
-import json, sys
-from bench.scenarios import floor_panel as p
-cells, quick = json.loads(sys.argv[1])
-print("RESULT " + json.dumps({f"{m}|{e}": p.warm_cell(m, e, quick)["warm s"] for m, e in cells}))
-"""
 
 
 def compare(setting: str, quick: bool) -> list[dict]:
     """Each cell's warm time with ``NAME=VALUE`` over without it (two fresh processes)."""
     name, _, value = setting.partition("=")
     cells = [(m, e) for m in MODELS for e in FEATURES]
-    base = _child(_WARM, [cells, quick])
-    other = _child(_WARM, [cells, quick], {name: value})
+    base = {k: c["warm s"] for k, c in fresh_warm_cells(cells, quick).items()}
+    other = {k: c["warm s"] for k, c in fresh_warm_cells(cells, quick, {name: value}).items()}
     return [{"cell": k, "without s": base[k], "with s": other[k], "speed-up": base[k] / other[k]} for k in base]
 
 
