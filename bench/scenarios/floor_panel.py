@@ -25,6 +25,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from functools import partial
 
 import jax
@@ -209,9 +210,10 @@ def fresh_warm_cells(cells, quick, env=None):
 
 
 def cold_cell(model_name, explainer_name, quick):
-    """Seconds from ``import jaxshap`` to the first call's values, in a fresh process (for a tree,
-    the cell's own fit and pred_contribs are in it too)."""
-    return _child(_COLD, [model_name, explainer_name, quick])
+    """Seconds from ``import jaxshap`` to the first call's values, in a fresh process with an empty
+    program store (for a tree, the cell's own fit and pred_contribs are in it too)."""
+    with tempfile.TemporaryDirectory() as empty:
+        return _child(_COLD, [model_name, explainer_name, quick], {"JAXSHAP_CACHE_DIR": empty})
 
 
 def _shap_cells(quick):
