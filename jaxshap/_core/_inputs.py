@@ -93,6 +93,13 @@ def as_matrix(x: Any, name: str, *, dtype: Any = None) -> jax.Array:
     return jnp.asarray(rows, dtype=rows.dtype)
 
 
+def put(a: Any, dtype: Any) -> jax.Array:
+    """A host array on the default device in ``dtype``, converted on the host: nothing is compiled
+    (JAX 0.10 lifts a NumPy array given to ``jnp.asarray`` without a dtype, and converts a dtype,
+    through a small jitted program per shape)."""
+    return jax.device_put(np.asarray(a, dtype))
+
+
 def host_matrix(x: Any, name: str, *, dtype: Any = None) -> np.ndarray | jax.Array:
     """``x`` as a floating ``[n, M]`` matrix, promoting a single row to ``[1, M]``: NumPy for
     host input (not copied when it already has the dtype), a JAX array for JAX input.

@@ -246,4 +246,4 @@ def run_staged(core: Any, X: jax.Array, key: jax.Array, offset: int, rows: int, 
         out = parts[0]
     else:
         out = jax.tree_util.tree_map(lambda *a: np.concatenate(a, axis=0), *parts)
-    return jax.tree_util.tree_map(jnp.asarray, out)
+    return jax.tree_util.tree_map(jax.device_put, out)  # (jnp.asarray would compile a `stage` per shape)

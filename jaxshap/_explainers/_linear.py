@@ -27,6 +27,7 @@ from .._core._inputs import (
     column_names,
     is_traced,
     default_output_names,
+    put,
     resolve_feature_names,
 )
 from .._core._model import declared_output_names
@@ -60,8 +61,9 @@ _sampled_transform = jax.jit(sampled_transform, static_argnums=(3, 4))
 _precision64 = jax.jit(precision_matrix)
 
 
-def parse_linear_model(model: Any) -> tuple[jax.Array, jax.Array, bool]:
-    """``(coef [K, M], intercept [K], single_output)`` from ``(coef, intercept)`` or a fitted model.
+def parse_linear_model(model: Any) -> tuple[Any, Any, bool]:
+    """``(coef [K, M], intercept [K], single_output)`` from ``(coef, intercept)`` or a fitted model;
+    NumPy arrays for concrete parameters, JAX arrays for traced ones.
 
     A fitted model is anything with ``coef_`` and ``intercept_`` (scikit-learn's linear models);
     a ``[1, M]`` coefficient matrix (binary logistic regression) counts as a single output.
@@ -80,17 +82,19 @@ def parse_linear_model(model: Any) -> tuple[jax.Array, jax.Array, bool]:
         coef = np.asarray(coef)
     if intercept is not None and not is_traced(intercept):
         check_numeric(intercept, "intercept")
+    # concrete parameters stay NumPy: on the host, shaping them compiles nothing
+    xp = jnp if is_traced(coef) or is_traced(intercept) else np
     if np.ndim(coef) == 2 and np.shape(coef)[0] == 1:
         coef = coef[0]
-        intercept = jnp.reshape(jnp.asarray(intercept), (-1,))[0] if np.size(intercept) == 1 else intercept
+        intercept = xp.reshape(xp.asarray(intercept), (-1,))[0] if np.size(intercept) == 1 else intercept
     if np.ndim(coef) not in (1, 2) or np.shape(coef)[-1] == 0:
         raise ValueError(f"`coef` must have shape [M] or [K, M]; got shape {tuple(np.shape(coef))}.")
     single = np.ndim(coef) == 1
-    coef = jnp.atleast_2d(jnp.asarray(coef))
+    coef = xp.atleast_2d(xp.asarray(coef))
     k = coef.shape[0]
-    intercept = jnp.asarray(0.0 if intercept is None else intercept)
+    intercept = xp.asarray(0.0 if intercept is None else intercept)
     if intercept.ndim == 0:
-        intercept = jnp.broadcast_to(intercept, (k,))
+        intercept = xp.broadcast_to(intercept, (k,))
     if intercept.shape != (k,):
         raise ValueError(
             f"`intercept` must be a scalar or have one entry per output ({k}); got shape {tuple(intercept.shape)}."
@@ -184,13 +188,18 @@ class LinearExplainer(ShapAPI, RowExplainer):
             data = summary_moments(data, correlated)
         data = linear_background(data, feature_perturbation)  # the rows shap's LinearExplainer uses
         mean, cov, names, dtype, from_data = self._moments(data, coef.shape[1], need_cov=correlated)
-        coef, intercept = coef.astype(dtype), intercept.astype(dtype)
-        self.coef, self.intercept = coef, intercept
         self.n_features = coef.shape[1]
         self._names = None if feature_names is None else tuple(str(n) for n in feature_names)
         self._data_names = None if names is None else tuple(names)
         self.mean, self._mean_lo = _split_mean(mean, dtype)
-        self._expected = coef @ self.mean + intercept + coef @ self._mean_lo
+        if is_traced(coef) or is_traced(intercept) or is_traced(mean):
+            coef, intercept = jnp.asarray(coef, dtype), jnp.asarray(intercept, dtype)
+            self._expected = coef @ self.mean + intercept + coef @ self._mean_lo
+        else:  # beta mu + b in float64 on the host, rounded once
+            self._expected = put(np.asarray(coef, np.float64) @ np.asarray(mean, np.float64)
+                                 + np.asarray(intercept, np.float64), dtype)
+            coef, intercept = put(coef, dtype), put(intercept, dtype)
+        self.coef, self.intercept = coef, intercept
         self.transform = None
         self.method = None
         if correlated:
@@ -303,7 +312,7 @@ class LinearExplainer(ShapAPI, RowExplainer):
             )
         dtype = jax.dtypes.canonicalize_dtype(jnp.result_type(x.dtype, jnp.float32))
         if not need_cov:
-            mean = x.mean(axis=0) if is_traced(x) else host64(_mean64, x)
+            mean = _mean(x) if is_traced(x) else _mean(np.asarray(x, np.float64))
             return mean, None, names, dtype, not is_traced(x)
         mean, cov = sample_moments(x)
         return mean, cov, names, dtype, not is_traced(x)
@@ -367,11 +376,9 @@ class LinearExplainer(ShapAPI, RowExplainer):
 
 
 def _mean(x):
+    """The column means in two passes (the mean, corrected by the mean of the residuals)."""
     first = x.mean(axis=0)
     return first + (x - first).mean(axis=0)
-
-
-_mean64 = jax.jit(_mean)
 
 
 def _split_mean(mean: Any, dtype: Any) -> tuple[jax.Array, jax.Array]:
@@ -386,7 +393,7 @@ def _split_mean(mean: Any, dtype: Any) -> tuple[jax.Array, jax.Array]:
         return mean, jnp.zeros_like(mean)
     full = np.asarray(mean, np.float64)
     hi = np.asarray(full, dtype)
-    return jnp.asarray(hi), jnp.asarray(full - hi.astype(np.float64), dtype)
+    return put(hi, dtype), put(full - hi.astype(np.float64), dtype)
 
 
 def _explain(X, mean, mean_lo, coef, expected, transform):

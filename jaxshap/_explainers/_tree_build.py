@@ -22,6 +22,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from .._core._inputs import put
 from .._core._validate import DEFAULT_MEMORY_BUDGET, integer
 from .._tree._ensemble import TreeEnsemble
 from .._tree._interventional import shapley_tables, tables_host
@@ -46,11 +47,6 @@ BACKGROUND_CHUNK = 128
 SLOT_FILL = {"feature": 0, "lower": -np.inf, "upper": np.inf, "nan_ok": True, "zero_missing": False, "zero_ok": True,
              "cat": False, "cat_words": 0xFFFFFFFF, "cat_invalid_ok": True, "z": 1.0}
 """A padding path's slots: always followed, null players (its value is 0)."""
-
-
-def put(a, dtype) -> jax.Array:
-    """A host array on the default device, converted on the host (no compiled conversion)."""
-    return jax.device_put(np.asarray(a, dtype))
 
 
 def rows_per_chunk() -> int:

@@ -29,7 +29,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from .._core._chunking import check_batch_size, is_single_batch, total_rows
 from .._core._device_rows import row_mesh
-from .._core._inputs import align_columns, as_key, is_traced, resolve_feature_names
+from .._core._inputs import align_columns, as_key, is_traced, put, resolve_feature_names
 from .._core._progress import ProgressBar, wants_progress
 from .._core._validate import integer
 from .._engine._explainer import drop_output_axis
@@ -39,7 +39,7 @@ from .._result._decomposition import Decomposition
 from .._result._explanation import Explanation
 from .._tree._decomposition import DecompositionTables, build_tables, bytes_per_row, chunk_components
 from .._tree._rows import host_rows
-from ._tree_build import put, require_cover
+from ._tree_build import require_cover
 from ._tree_kernels import interaction_rows
 from ._tree_outputs import assert_additive
 

@@ -23,11 +23,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._core._platform import cached_jit
 from .._core._validate import choice
 from .._engine._program import host_or_device
 from .._tree import _interventional
 from .._tree._ensemble import TreeEnsemble
-from ._tree_build import Build, put
+from .._core._inputs import put
+from ._tree_build import Build
 
 
 OUTPUTS = ("raw", "probability", "predict_proba", "log_loss")
@@ -116,7 +118,9 @@ class TreeOutput:
         if self.transform == "identity":
             base = build.base
         else:
-            base = build.weights @ np.asarray(_interventional.apply(self.transform, jnp.asarray(build.fb), 0.0), np.float64)
+            zeros = np.zeros(np.shape(build.fb)[0])
+            g = outputs_of_margins(put(build.fb, dtype), put(zeros, dtype), transform=self.transform)
+            base = build.weights @ np.asarray(g, np.float64)
         if self.doubled:
             base = np.concatenate([1.0 - base, base])
         return put(base[0] if base.size == 1 else base, dtype)
@@ -126,8 +130,8 @@ class TreeOutput:
         if self.transform == "identity":
             out = raw
         else:
-            out = np.asarray(jax.vmap(lambda m, yy: _interventional.apply(self.transform, m, yy))(
-                jnp.asarray(raw, jnp.float32), jnp.asarray(y, jnp.float32)), np.float64)
+            g = outputs_of_margins(put(raw, np.float32), put(y, np.float32), transform=self.transform)
+            out = np.asarray(g, np.float64)
         if self.doubled:
             out = np.concatenate([1.0 - out, out], axis=-1)
         return out
@@ -140,6 +144,13 @@ class TreeOutput:
         phi = host_or_device(lambda a: np.concatenate([-a, a], axis=-1), _negate_and_keep, phi)
         base = host_or_device(lambda a: np.concatenate([1.0 - a, a], axis=-1), _complement_and_keep, base)
         return phi, base
+
+
+@cached_jit(static_argnames=("transform",))
+def outputs_of_margins(margins: jax.Array, labels: jax.Array, transform: str) -> jax.Array:
+    """``g(m_i, y_i)`` for each row's margins ``[n, K]`` and label ``[n]``: one program, kept
+    across processes (eager operations would compile a few small programs every process)."""
+    return jax.vmap(lambda m, y: _interventional.apply(transform, m, y))(margins, labels)
 
 
 _negate_and_keep = jax.jit(lambda phi: jnp.concatenate([-phi, phi], axis=-1))
