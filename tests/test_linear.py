@@ -325,3 +325,23 @@ def test_sampled_transform_chunking_is_invisible():
     one = _gaussian.sampled_transform(key, corr, beta, 22, chunk=1)  # 5 groups and a pair
     for chunk in (2, 3):
         np.testing.assert_allclose(_gaussian.sampled_transform(key, corr, beta, 22, chunk=chunk), one, rtol=1e-5, atol=1e-6)
+
+
+def test_construction_on_host_parameters_compiles_nothing():
+    """Fitted coefficients and background rows are shaped and averaged on the host: building the
+    explainer compiles no program (each eager JAX operation would compile one per shape, about
+    0.3 s of a small job's second run), and the base value is the float64 one rounded once."""
+    import jax
+    from conftest import CountCompiles
+
+    rng = np.random.default_rng(3)
+    data = rng.normal(5.0, 2.0, size=(37, 7))
+    coef, intercept = rng.normal(size=(1, 7)), np.array([0.25])  # a binary classifier's [1, M]
+    jax.clear_caches()
+    with CountCompiles() as compiles:
+        ex = jaxshap.LinearExplainer((coef, intercept), data)
+    assert compiles.names == []
+    mean = data.mean(0)
+    assert float(ex.expected_value) == np.float32(coef[0] @ mean + intercept[0])
+    expl = ex(data[:3])
+    np.testing.assert_allclose(expl.values, coef[0] * (data[:3] - mean), rtol=1e-5, atol=1e-5)
