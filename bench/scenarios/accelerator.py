@@ -45,7 +45,8 @@ import jaxshap
 
 from ..harness import mlp, mlp_params, timed
 
-TITLE = "Accelerator: Exact / Permutation / Kernel / Gaussian / ALE at 10^5-10^6 rows vs the floor; Tree vs XGBoost's own SHAP"
+TITLE = ("Accelerator: Exact / Permutation / Kernel / Gaussian / ALE at 10^5-10^6 rows vs the floor; "
+         "Tree vs XGBoost's own SHAP")
 FLOOR_SAMPLE = {"quick": 1 << 16, "cpu": 1 << 20, "accelerator": 1 << 25}
 """At most this many rows are evaluated to measure the model's floor (its rate then scales)."""
 CELL_SECONDS = 45.0
@@ -158,8 +159,11 @@ def ale_rows(quick: bool, notes: list, deadline: float) -> list[dict]:
 
     def one(n):
         X = _rows(m, n)
-        call = lambda: jaxshap.accumulated_local_effects(model, X, list(range(m)), n_bins=20, n_bootstrap=0)  # noqa: E731
-        first, warm = timed(lambda: [a.values for a in call()], repeat=2)
+        def call():
+            effects = jaxshap.accumulated_local_effects(model, X, list(range(m)), n_bins=20, n_bootstrap=0)
+            return [a.values for a in effects]
+
+        first, warm = timed(call, repeat=2)
         floor = floor_seconds(model, m, 2 * n * m, quick)
         return {"rows": n, "features": m, "first call s": first, "jaxshap s (warm)": warm, "floor s": floor,
                 "jaxshap / floor": warm / floor}

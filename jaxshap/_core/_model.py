@@ -364,7 +364,8 @@ def wrap_model(model: Callable, n_features: int, dtype: Any, probe: np.ndarray |
         return Model(dynamic, spec, n_features, dtype, k, single, False, per_row, declared_output_names(model, k))
     trace_error = probed
 
-    rows = np.asarray((probe if isinstance(probe, np.ndarray) else jax.device_get(probe))[:2], dtype)  # slicing on the host compiles nothing
+    host = probe if isinstance(probe, np.ndarray) else jax.device_get(probe)  # sliced here, nothing compiles
+    rows = np.asarray(host[:2], dtype)
     try:
         y = np.asarray(model(rows))
     except Exception as err:
