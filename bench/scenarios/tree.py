@@ -304,8 +304,8 @@ def run(quick: bool = False) -> dict:
             if spec["lib"] != "sklearn" or quick:
                 pairs.append(pair_row(spec, model, rows[: 50 if quick else 500], 5 if quick else 10))
             if spec["lib"] in ("xgboost", "lightgbm") and (quick or spec.get("depth", 99) <= 6 or spec.get("leaves", 99) <= 31):
-                # shapiq's TreeSHAP-IQ takes minutes per row at order 3 here (M = 40): one reference row,
-                # on the two smallest models (XGBoost depth 8 would take it over 20 minutes a row)
+                # shapiq's TreeSHAP-IQ ran 16 minutes on three rows of XGBoost depth 6 at order 3 here
+                # (M = 40) without finishing: one reference row, on the two smallest models only
                 order3.append(order3_row(spec, model, path, rows[: 10 if quick else 50], 2 if quick else 1))
     notes = [
         "Times are process CPU seconds (both cores' work) on a shared 2-core machine; 'vs best' divides the "
