@@ -254,6 +254,10 @@ def pair_row(spec, model, rows, ref_rows: int) -> dict:
     return row
 
 
+ORDER3_TIMEOUT = 900.0
+"""Seconds shapiq's order-3 explainers get for their reference rows; past it the row reports a bound."""
+
+
 def order3_row(spec, model, path, rows, ref_rows: int) -> dict:
     """Order-3 k-SII: jaxshap against shapiq 1.8's TreeSHAP-IQ and QuadratureTreeSHAP, by rate."""
     from jaxshap._estimators._interactions import interaction_tensor
@@ -267,7 +271,12 @@ def order3_row(spec, model, path, rows, ref_rows: int) -> dict:
         row["shapiq"] = "not run (no shapiq 1.8 environment: bash bench/shapiq18/setup.sh)"
         return row
     sub = np.nan_to_num(rows[:ref_rows]) if spec["lib"] == "sklearn" else rows[:ref_rows]
-    out = _shapiq18.tree_interactions(path, spec["lib"], sub, 3, "k-SII")
+    try:
+        out = _shapiq18.tree_interactions(path, spec["lib"], sub, 3, "k-SII", timeout=ORDER3_TIMEOUT)
+    except subprocess.TimeoutExpired:  # a lower bound on the ratio: shapiq needed more than this per row
+        row["shapiq"] = f"did not finish {ref_rows} row(s) in {ORDER3_TIMEOUT:.0f} s"
+        row["vs shapiq (at least)"] = ORDER3_TIMEOUT / ref_rows * len(rows) / warm
+        return row
     m = rows.shape[1]
     for i, name in enumerate(out["methods"]):
         terms = [jnp.moveaxis(jnp.asarray(t[i]).reshape((ref_rows,) + (m,) * (j + 1)), 0, -1) for j, t in enumerate(out["terms"])]
