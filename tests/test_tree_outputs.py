@@ -92,11 +92,21 @@ def _total(expl):
     return np.asarray(expl.values, np.float64).sum(1) + np.asarray(expl.base_values, np.float64)
 
 
-def test_probability_binary_xgboost_matches_shap_and_oracle():
+@pytest.mark.parametrize("histogram_slots", [None, 2, 0])
+def test_probability_binary_xgboost_matches_shap_and_oracle(monkeypatch, histogram_slots):
+    """Every path from the rows' pattern histograms (default), the short ones only (2), or none
+    (0: the rescaled pair games), over background chunks of 7 rows with the last one padded."""
+    from jaxshap._explainers import _tree_build
+
     X, y = _data()
     model = xgb.XGBClassifier(n_estimators=6, max_depth=3).fit(X, (y > 0).astype(int))
     bg, rows = X[100:120], X[:8]
+    if histogram_slots is not None:
+        monkeypatch.setattr(_tree_build, "MAX_HISTOGRAM_SLOTS", histogram_slots)
+        monkeypatch.setattr(_tree_build, "BACKGROUND_CHUNK", 7)
     ex = jaxshap.TreeExplainer(model, bg, model_output="probability")
+    kinds = ["S" in g for g in ex._default.groups]
+    assert all(kinds) if histogram_slots is None else (any(kinds) == (histogram_slots > 0) and not all(kinds))
     ours = ex(rows)
     np.testing.assert_allclose(_total(ours), model.predict_proba(rows)[:, 1], rtol=0, atol=2e-6)
     ref = shap.TreeExplainer(model, bg, model_output="probability", feature_perturbation="interventional")

@@ -7,7 +7,8 @@ CPU seconds (both cores' work; the machine is shared, and CPU time is what other
 disturbs least): cold = building the explainer and its first call in a fresh process (compilation
 included), warm = the best later call in this process. References: XGBoost's ``pred_contribs``
 and LightGBM's ``pred_contrib`` (their own C++ TreeSHAP, 2 threads), shap's ``TreeExplainer``,
-XGBoost's ``pred_interactions`` and shap's ``shap_interaction_values`` for pairs, and shapiq 1.8's
+XGBoost's ``pred_interactions`` and shap's ``shap_interaction_values`` for pairs, shap's interventional
+TreeSHAP for a classifier's probability, and shapiq 1.8's
 TreeSHAP-IQ and QuadratureTreeSHAP for order 3 (in the Python 3.12 environment that
 ``bench/shapiq18/setup.sh`` builds). Slow references are timed on fewer rows and compared by rate.
 """
@@ -230,6 +231,38 @@ def interventional_row(spec, model, X, rows, bg, shap_rows: int) -> dict:
             "max |jaxshap - shap|": float(np.abs(values[:shap_rows] - theirs).max())}
 
 
+def probability_row(spec, X, y, rows, bg, shap_rows: int) -> dict:
+    """Interventional SHAP values of a classifier's probability (``model_output="probability"``):
+    the same kind and size of model fit to ``y > median``; jaxshap on all ``rows`` against shap on
+    ``shap_rows``, by rate."""
+    import shap
+
+    labels = (y > np.nanmedian(y)).astype(int)
+    if spec["lib"] == "xgboost":
+        import xgboost
+
+        model = xgboost.XGBClassifier(n_estimators=spec["trees"], max_depth=spec["depth"], n_jobs=2, random_state=0)
+    else:
+        import lightgbm
+
+        model = lightgbm.LGBMClassifier(n_estimators=spec["trees"], num_leaves=spec["leaves"], max_depth=-1, n_jobs=2,
+                                        verbose=-1, random_state=0)
+    model.fit(X, labels)
+    t0 = cpu()
+    ex = jaxshap.TreeExplainer(model, bg, model_output="probability")
+    build = cpu() - t0
+    values, first = timed(lambda: np.asarray(ex(rows).values))
+    _, warm = timed(lambda: np.asarray(ex(rows).values), repeat=2)
+    t0 = cpu()
+    reference = shap.TreeExplainer(model, bg, model_output="probability", feature_perturbation="interventional")
+    theirs = reference(rows[:shap_rows], check_additivity=False).values
+    rate = (cpu() - t0) * len(rows) / shap_rows
+    return {"model": spec["name"] + " classifier", "background": len(bg),
+            "jaxshap warm s": warm, "jaxshap cold s": build + first, "shap rows timed": shap_rows,
+            "shap s (scaled to all rows)": rate, "vs shap warm": rate / warm,
+            "max |jaxshap - shap|": float(np.abs(values[:shap_rows] - theirs).max())}
+
+
 def pair_row(spec, model, rows, ref_rows: int) -> dict:
     """Pairwise (k-SII) interaction values: jaxshap on all ``rows`` against shap (and XGBoost's
     ``pred_interactions``) on ``ref_rows``, by rate."""
@@ -294,7 +327,7 @@ def run(quick: bool = False) -> dict:
     n_rows = 200 if quick else 2000
     X, y = data(m, n_train)
     rows_all = X[:n_rows]
-    shapley, interventional, pairs, order3, skipped = [], [], [], [], []
+    shapley, interventional, probability, pairs, order3, skipped = [], [], [], [], [], []
     with tempfile.TemporaryDirectory() as folder:
         for spec in specs(quick):
             if spec["lib"] == "catboost" and importlib.util.find_spec("catboost") is None:
@@ -310,6 +343,7 @@ def run(quick: bool = False) -> dict:
             if spec["lib"] in ("xgboost", "lightgbm") and (quick or spec.get("depth", 0) <= 8 and spec.get("leaves", 0) <= 31):
                 bg = np.nan_to_num(X[-100:]) if spec["lib"] == "sklearn" else X[-100:]
                 interventional.append(interventional_row(spec, model, X, rows, bg, 20 if quick else 200))
+                probability.append(probability_row(spec, X, y, rows, bg, 20 if quick else 200))
             if spec["lib"] != "sklearn" or quick:
                 pairs.append(pair_row(spec, model, rows[: 50 if quick else 500], 5 if quick else 10))
             if spec["lib"] in ("xgboost", "lightgbm") and (quick or spec.get("depth", 99) <= 6 or spec.get("leaves", 99) <= 31):
@@ -328,8 +362,10 @@ def run(quick: bool = False) -> dict:
     checks = {
         "jaxshap's SHAP values equal shap's (path-dependent) to 1e-3": all(r["max |jaxshap - shap|"] < 1e-3 for r in shapley),
         "pair interaction values equal shap's to 1e-3": all(r["max |jaxshap - shap|"] < 1e-3 for r in pairs),
+        "probability values equal shap's to 1e-4": all(r["max |jaxshap - shap|"] < 1e-4 for r in probability),
         "order-3 k-SII equals shapiq's to 1e-3": all(v < 1e-3 for r in order3 for k, v in r.items() if k.startswith("max |")),
     }
     tables = {"path-dependent SHAP values": shapley, "interventional SHAP values (100 background rows)": interventional,
+              "interventional SHAP values of a classifier's probability (100 background rows)": probability,
               "pairwise interaction values (k-SII)": pairs, "order-3 interaction values (k-SII)": order3}
     return {"title": TITLE, "tables": tables, "notes": notes, "checks": checks}

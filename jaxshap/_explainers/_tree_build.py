@@ -9,7 +9,10 @@ work) and cut into blocks (see :mod:`._tree_kernels`). Path-dependent groups hol
 factors of :mod:`jaxshap._tree._quadrature`; interventional groups of short paths hold the
 values of every pattern of followed slots (``2**U`` rows per path, for ``U <=``
 :data:`MAX_TABLE_SLOTS` and within half of ``memory_budget``), built from the background's
-pattern histogram; longer paths meet the background in chunks. Builds are cached per
+pattern histogram. For a transformed single output (probability, loss) the background's weights
+differ per explained row, so paths of up to :data:`MAX_HISTOGRAM_SLOTS` slots carry the pattern
+game's table instead (``"S"``), contracted with each row's weighted histogram of the background's
+patterns. Longer paths meet the background in chunks. Builds are cached per
 ``(rounds, approximate)``.
 
 """
@@ -25,7 +28,7 @@ import numpy as np
 from .._core._inputs import put
 from .._core._validate import DEFAULT_MEMORY_BUDGET, integer
 from .._tree._ensemble import TreeEnsemble
-from .._tree._interventional import shapley_tables, tables_host
+from .._tree._interventional import pattern_values, shapley_tables, tables_host
 from .._tree._paths import Paths, decompose, follows_host, host_slots, pattern
 from .._tree._quadrature import expected_value, rule, shapley_arrays
 from .._tree._rows import Router
@@ -37,6 +40,11 @@ MAX_TABLE_SLOTS = 10
 
 MAX_GROUPS = 3
 """Paths are grouped by their number of distinct features into at most this many groups (one loop each)."""
+
+MAX_HISTOGRAM_SLOTS = 6
+"""Widest paths whose values for a transformed single output come from each row's histogram of
+the background's patterns (``(U + 1) 2**U`` work a row, against the pair kernel's ``O(U)`` a
+background row)."""
 
 BLOCK_ELEMENTS = 2**20
 """Elements of a path block's largest temporary (4 MiB in float32: it stays in cache on a CPU)."""
@@ -273,11 +281,19 @@ class TreeBuilder:
             table = tables_host(self._pattern_shares(g, background), g.n_slots) * g.value[:, None, None]
             groups.append({"blocks": block_arrays(g, self.dtype, {"table": np.asarray(table, self.dtype)},
                                                   g.n_slots * self.rows, self.memory_budget)})
-        rest = paths.subset(~tabled, paths.n_slots)
         b = min(background.shape[0], BACKGROUND_CHUNK)
+        k = self.n_outputs
+        if transformed and paths.n_outputs == 1:  # short paths: each row's weighted pattern histogram
+            tabled = (paths.length <= MAX_HISTOGRAM_SLOTS) & (paths.length > 0)
+            for g in groups_of(paths.subset(tabled, paths.n_slots), lambda n, w: n * 2**w * (w + 1)):
+                size = 2**g.n_slots
+                per_path = self.rows * size * (g.n_slots + 1) + b * size
+                groups.append({"blocks": block_arrays(g, self.dtype, {}, per_path, self.memory_budget),
+                               "S": put(pattern_values(g.n_slots), self.dtype)})
+        rest = paths.subset(~tabled, paths.n_slots)
         for g in groups_of(rest, lambda n, w: n * w):
             wa, wb = shapley_tables(g.n_slots)
-            per_path = self.rows * b * (self.n_outputs + 2)  # the [paths, rows, background, K] pair weights
+            per_path = self.rows * b * (k + 2)  # the [paths, rows, background, K] pair weights
             blocks = block_arrays(g, self.dtype, {}, per_path, self.memory_budget)
             groups.append({"blocks": blocks, "wa": put(wa, self.dtype), "wb": put(wb, self.dtype)})
         return groups

@@ -14,7 +14,11 @@ the program has one loop body per group, whatever the depth. A group's blocks ho
   (:func:`jaxshap._tree._interventional.pair_block`), an inner ``lax.scan`` over those chunks;
 * ``"saabas"``: Saabas' attributions along the row's own path.
 
-A transformed output rescales each background row's pair values (see :mod:`jaxshap._tree._interventional`).
+A transformed output rescales each background row's pair values (see :mod:`jaxshap._tree._interventional`):
+for one output, short paths (``"S"`` groups) sum each row's rescaling over the background's
+follow patterns (one matrix product against their one-hot codes) and contract that histogram
+with the pattern game's table; longer paths, and the softmax's classes, sum the rescaled pair
+games directly.
 Interaction values of any order run the same loops with :mod:`jaxshap._tree._quadrature`'s
 product terms (:func:`chunk_terms`).
 
@@ -116,21 +120,38 @@ def chunk_values_transformed(groups, X, y, raw_base, background, n_features, n_o
     r, k = X.shape[0], n_outputs
     fx = raw_margins(groups, xt, raw_base)  # [r, K]
 
-    def rescale(codes, weight, fb):  # [r, b, K(k), K(j)] weighted, and the weighted g(f(b))
+    def rescale(chunk):  # [r, b, K(k), K(j)] weighted, and the weighted g(f(b)) summed
+        _, weight, fb = chunk
         mats, gb = jax.vmap(lambda f, yy: _interventional.rescale_matrix(transform, f, fb, yy))(fx, y)
         return mats * weight[None, :, None, None], jnp.einsum("rbk,b->rk", gb, weight)
+
+    mats, gb = jax.lax.map(rescale, background)  # once per chunk of rows, for every path block
+    chunks = (background[0], mats)
+
+    def pairs(group, blk, follow):  # [P, U, r, K]: the pair games summed over the background
+        def add(c, codes, mats):
+            w = jnp.moveaxis(mats[:, :, :, blk["output"]], 3, 0)  # [P, r, b, K(k)]
+            fb_follow = follows(blk["slots"], codes.T)
+            return c + pair_block(follow, fb_follow, group["wa"], group["wb"], w)
+
+        return _background_scan(add, jnp.zeros(follow.shape + (k,), X.dtype), chunks)
+
+    def histogram(group, blk, follow):  # the same from each row's weighted pattern histogram
+        size = group["S"].shape[0]
+
+        def add(h, codes, mats):  # one output: every path shares the rows' rescaling
+            seen = _pattern(follows(blk["slots"], codes.T))  # [P, b]
+            onehot = (seen[..., None] == jnp.arange(size, dtype=seen.dtype)).astype(X.dtype)  # [P, b, 2**U]
+            return h + jnp.einsum("rb,pbq->prq", mats[:, :, 0, 0], onehot)
+
+        h = _background_scan(add, jnp.zeros((follow.shape[0], r, size), X.dtype), chunks)
+        table = jnp.take(group["S"], _pattern(follow), axis=0)  # [P, r, 2**U, U]
+        return jnp.einsum("prq,prqu->pur", h, table)[..., None]
 
     def run(acc, group):
         def body(acc, blk):
             follow = follows(blk["slots"], xt)
-
-            def add(c, codes, weight, fb):
-                mats, _ = rescale(codes, weight, fb)
-                w = jnp.moveaxis(mats[:, :, :, blk["output"]], 3, 0)  # [P, r, b, K(k)]
-                fb_follow = follows(blk["slots"], codes.T)
-                return c + pair_block(follow, fb_follow, group["wa"], group["wb"], w)
-
-            total = _background_scan(add, jnp.zeros(follow.shape + (k,), X.dtype), background)
+            total = (histogram if "S" in group else pairs)(group, blk, follow)
             contrib = total * blk["value"][:, None, None, None]  # [P, U, r, K]
             index = blk["slots"]["feature"][:, :, None] * k + jnp.arange(k)  # [P, U, K]
             return acc.at[index.reshape(-1)].add(jnp.moveaxis(contrib, 3, 2).reshape(-1, r)), None
@@ -140,9 +161,7 @@ def chunk_values_transformed(groups, X, y, raw_base, background, n_features, n_o
     acc = jnp.zeros((n_features * k, r), X.dtype)
     for group in groups:
         acc = run(acc, group)
-    base = _background_scan(lambda c, codes, w, fb: c + rescale(codes, w, fb)[1], jnp.zeros((r, k), X.dtype),
-                            background)
-    return jnp.transpose(acc.reshape(n_features, k, r), (2, 0, 1)), base
+    return jnp.transpose(acc.reshape(n_features, k, r), (2, 0, 1)), gb.sum(0)
 
 
 def _tuple_index(feature: jax.Array, output: jax.Array, t: int, n_features: int, n_outputs: int) -> jax.Array:

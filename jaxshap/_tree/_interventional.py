@@ -25,7 +25,9 @@ the slots ``x`` does not follow, so each slot's sum over background rows is a se
 product. Nothing of size rows x background x leaves is held beyond one such chunk.
 
 For short paths the values depend on the background only through the histogram of its follow
-patterns, and are tabulated once per pattern of the explained row (:func:`tables_host`).
+patterns, and are tabulated once per pattern of the explained row (:func:`tables_host`). With
+per-row weights (a transformed output, below) the histogram is the explained row's own, and the
+values are its contraction with the pattern game's table (:func:`pattern_values`).
 
 Transformed outputs (:func:`rescale`, :func:`rescale_matrix`). For ``model_output`` other than the raw margin, the output is ``g(f(x))`` with ``f`` the
 ensemble's raw output (margin) and ``g`` the output transform (sigmoid, softmax) or the loss given the
@@ -112,6 +114,27 @@ def pair_terms(fx: jax.Array, fb: jax.Array, nodes: np.ndarray, weights: np.ndar
     c = fb.astype(weight.dtype)[:, :, None, :]  # [P, U, 1, b]
     terms = product_terms(a, c, nodes, weights, orders)
     return {t: jnp.einsum("psrb,rb->psr", v, weight) for t, v in terms.items()}
+
+
+def pattern_values(n_slots: int) -> np.ndarray:
+    r"""``[2**U, 2**U, U]``: the pair game's Shapley values (unit leaf value) for each pattern ``a``
+    of slots the explained row follows and ``c`` of slots the background row follows (NumPy,
+    float64).
+
+    With ``A = a & ~c`` and ``B = c & ~a``: ``w_a(|A|, |B|)`` on the slots of ``A``,
+    ``-w_b(|A|, |B|)`` on those of ``B`` (:func:`shapley_tables`), 0 on the shared slots, and 0
+    everywhere when some slot is followed by neither (the leaf is unreachable). It depends on
+    ``U`` alone, not on the paths: a weighted histogram ``h`` of the background's patterns gives
+    a row's values as ``sum_c h[c] S[a, c, u]``.
+    """
+    bits = all_codes_bits(n_slots)  # [2**U, U]
+    only_x = bits[:, None, :] & ~bits[None, :, :]  # [a, c, U]
+    only_b = ~bits[:, None, :] & bits[None, :, :]
+    reach = np.all(bits[:, None, :] | bits[None, :, :], axis=-1, keepdims=True)
+    n_a, n_b = only_x.sum(-1), only_b.sum(-1)
+    wa, wb = shapley_tables(n_slots)
+    values = np.where(only_x, wa[n_a, n_b][..., None], 0.0) - np.where(only_b, wb[n_a, n_b][..., None], 0.0)
+    return np.where(reach, values, 0.0)
 
 
 def tables_host(hist: np.ndarray, n_slots: int, max_chunk_bytes: int = 4 * 2**20) -> np.ndarray:
