@@ -263,6 +263,18 @@ def probability_row(spec, X, y, rows, bg, shap_rows: int) -> dict:
             "max |jaxshap - shap|": float(np.abs(values[:shap_rows] - theirs).max())}
 
 
+PAIR_WORK = 5e7
+"""The pair rows' budget: ``sum over paths of U^3`` (pairs of slots at ``U / 2`` quadrature nodes)
+per explained row that still gets 500 rows; deeper ensembles get fewer, at least 50."""
+
+
+def pair_rows(model) -> int:
+    """Rows for the pairwise table: 500, or fewer for ensembles whose paths are long and many (a
+    LightGBM model of 255 leaves took over 15 minutes for 500 rows), compared by rate all the same."""
+    width = np.asarray(jaxshap.TreeExplainer(model)._default.paths.length, np.float64)
+    return int(np.clip(500 * PAIR_WORK / max(float((width**3).sum()), 1.0), 50, 500))
+
+
 def pair_row(spec, model, rows, ref_rows: int) -> dict:
     """Pairwise (k-SII) interaction values: jaxshap on all ``rows`` against shap (and XGBoost's
     ``pred_interactions``) on ``ref_rows``, by rate."""
@@ -322,6 +334,11 @@ def order3_row(spec, model, path, rows, ref_rows: int) -> dict:
     return row
 
 
+def _progress(table: str, rows: list) -> None:
+    """The row just added, on stderr: a run stopped part-way still shows what it measured."""
+    print(f"[tree] {table}: {json.dumps(rows[-1], default=str)}", file=sys.stderr, flush=True)
+
+
 def run(quick: bool = False) -> dict:
     m, n_train = (8, 1000) if quick else (40, 10000)
     n_rows = 200 if quick else 2000
@@ -337,24 +354,31 @@ def run(quick: bool = False) -> dict:
             rows = np.nan_to_num(rows_all) if spec["lib"] == "sklearn" else rows_all
             try:
                 shapley.append(shapley_row(spec, model, path, X, rows, m, n_train, quick))
+                _progress("path-dependent", shapley)
             except TypeError as err:  # a model jaxshap has no reader for (CatBoost before its reader)
                 skipped.append(f"{spec['name']}: {err}"[:200])
                 continue
             if spec["lib"] in ("xgboost", "lightgbm") and (quick or spec.get("depth", 0) <= 8 and spec.get("leaves", 0) <= 31):
                 bg = np.nan_to_num(X[-100:]) if spec["lib"] == "sklearn" else X[-100:]
                 interventional.append(interventional_row(spec, model, X, rows, bg, 20 if quick else 200))
+                _progress("interventional", interventional)
                 probability.append(probability_row(spec, X, y, rows, bg, 20 if quick else 200))
+                _progress("probability", probability)
             if spec["lib"] != "sklearn" or quick:
-                pairs.append(pair_row(spec, model, rows[: 50 if quick else 500], 5 if quick else 10))
+                pairs.append(pair_row(spec, model, rows[: 50 if quick else pair_rows(model)], 5 if quick else 10))
+                _progress("pairs", pairs)
             if spec["lib"] in ("xgboost", "lightgbm") and (quick or spec.get("depth", 99) <= 6 or spec.get("leaves", 99) <= 31):
                 # shapiq's TreeSHAP-IQ ran 16 minutes on three rows of XGBoost depth 6 at order 3 here
                 # (M = 40) without finishing: one reference row, on the two smallest models only
                 order3.append(order3_row(spec, model, path, rows[: 10 if quick else 50], 2 if quick else 1))
+                _progress("order 3", order3)
     notes = [
         "Times are process CPU seconds (both cores' work) on a shared 2-core machine; 'vs best' divides the "
         "fastest of the library's C++ TreeSHAP and shap by jaxshap. cold: TreeExplainer(model) and its first "
         "call in a fresh process (compilation included); 'first call - warm': the same process's second call "
         "subtracted, mostly compilation.",
+        "Pairwise interactions explain 500 rows, or fewer (at least 50) where the paths' sum of U^3 passes "
+        f"{PAIR_WORK:.0e} (the table's rows column).",
         "References timed on fewer rows (shap interventional, shap / XGBoost pair interactions, shapiq order 3) "
         "are compared by their rate per row; their values are compared on the rows they explained.",
         "LightGBM and the random forest are explained in float64 (their own precision), XGBoost in float32.",
