@@ -330,9 +330,11 @@ class TreeBuilder:
         return groups, (put(nodes, self.dtype), put(weights, self.dtype)), rows, chunks
 
     def bytes_per_row(self, build: Build) -> int:
-        """Working memory of one explained row in a build's kernels (its accumulator and a block's share)."""
+        """Working memory of one explained row in a build's kernels (its accumulator, a block's share
+        and, for a transformed output, its ``[B, K, K]`` rescaling of the background rows)."""
         itemsize = np.dtype(self.dtype).itemsize
-        return int(itemsize * (self.ensemble.n_features * self.n_outputs + BLOCK_ELEMENTS // self.rows))
+        rescaling = 0 if build.fb is None else build.fb.shape[0] * build.fb.shape[1] ** 2
+        return int(itemsize * (self.ensemble.n_features * self.n_outputs + BLOCK_ELEMENTS // self.rows + rescaling))
 
     def runner(self, build: Build, approximate: bool) -> TreeRows:
         """The build's kernels as a :class:`TreeRows` (made per call: cheap, and always current
