@@ -88,13 +88,14 @@ def _slow_entries() -> list[str]:
 
 
 def pytest_collection_modifyitems(config, items):
-    """Mark the tests listed in ``tests/slow_tests.txt`` (files, folders or node ids) ``slow``:
-    the README's command runs the others (``-m 'not slow'``, the default), ``-m slow`` these."""
+    """Mark the tests listed in ``tests/slow_tests.txt`` (files, folders or node ids; an id without
+    parameters covers all of them) ``slow``: the README's command runs the others
+    (``-m 'not slow'``, the default), ``-m slow`` these."""
     entries = _slow_entries()
     files = tuple(e for e in entries if "::" not in e)
     ids = {e for e in entries if "::" in e}
     for item in items:
-        if item.nodeid in ids or item.nodeid.startswith(files):
+        if item.nodeid in ids or item.nodeid.split("[", 1)[0] in ids or item.nodeid.startswith(files):
             item.add_marker(pytest.mark.slow)
 
 
