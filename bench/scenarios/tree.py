@@ -85,7 +85,7 @@ def fit(spec: dict, X, y, folder: str):
         import catboost
 
         model = catboost.CatBoostRegressor(iterations=spec["trees"], depth=spec["depth"], thread_count=2, verbose=False,
-                                           random_seed=0).fit(X, y)
+                                           random_seed=0, allow_writing_files=False).fit(X, y)
     else:
         from sklearn.ensemble import RandomForestRegressor
 
