@@ -214,16 +214,18 @@ def shapley_row(spec, model, path, X, rows, m, n_train, quick) -> dict:
     return row
 
 
-def interventional_row(spec, model, X, rows, bg, shap_rows: int) -> dict:
+def interventional_row(spec, model, rows, bg, shap_rows: int, model_output: str = "raw") -> dict:
+    """Interventional SHAP values of ``model_output``: jaxshap on all ``rows`` against shap on
+    ``shap_rows``, by rate."""
     import shap
 
     t0 = cpu()
-    ex = jaxshap.TreeExplainer(model, bg)
+    ex = jaxshap.TreeExplainer(model, bg, model_output=model_output)
     build = cpu() - t0
     values, first = timed(lambda: np.asarray(ex(rows).values))
     _, warm = timed(lambda: np.asarray(ex(rows).values), repeat=2)
     t0 = cpu()
-    reference = shap.TreeExplainer(model, bg, feature_perturbation="interventional")
+    reference = shap.TreeExplainer(model, bg, model_output=model_output, feature_perturbation="interventional")
     theirs = reference(rows[:shap_rows], check_additivity=False).values
     rate = (cpu() - t0) * len(rows) / shap_rows
     return {"model": spec["name"], "background": len(bg), "jaxshap warm s": warm, "jaxshap cold s": build + first,
@@ -232,11 +234,8 @@ def interventional_row(spec, model, X, rows, bg, shap_rows: int) -> dict:
 
 
 def probability_row(spec, X, y, rows, bg, shap_rows: int) -> dict:
-    """Interventional SHAP values of a classifier's probability (``model_output="probability"``):
-    the same kind and size of model fit to ``y > median``; jaxshap on all ``rows`` against shap on
-    ``shap_rows``, by rate."""
-    import shap
-
+    """:func:`interventional_row` of a classifier's probability: the same kind and size of model
+    fit to ``y > median``."""
     labels = (y > np.nanmedian(y)).astype(int)
     if spec["lib"] == "xgboost":
         import xgboost
@@ -247,20 +246,8 @@ def probability_row(spec, X, y, rows, bg, shap_rows: int) -> dict:
 
         model = lightgbm.LGBMClassifier(n_estimators=spec["trees"], num_leaves=spec["leaves"], max_depth=-1, n_jobs=2,
                                         verbose=-1, random_state=0)
-    model.fit(X, labels)
-    t0 = cpu()
-    ex = jaxshap.TreeExplainer(model, bg, model_output="probability")
-    build = cpu() - t0
-    values, first = timed(lambda: np.asarray(ex(rows).values))
-    _, warm = timed(lambda: np.asarray(ex(rows).values), repeat=2)
-    t0 = cpu()
-    reference = shap.TreeExplainer(model, bg, model_output="probability", feature_perturbation="interventional")
-    theirs = reference(rows[:shap_rows], check_additivity=False).values
-    rate = (cpu() - t0) * len(rows) / shap_rows
-    return {"model": spec["name"] + " classifier", "background": len(bg),
-            "jaxshap warm s": warm, "jaxshap cold s": build + first, "shap rows timed": shap_rows,
-            "shap s (scaled to all rows)": rate, "vs shap warm": rate / warm,
-            "max |jaxshap - shap|": float(np.abs(values[:shap_rows] - theirs).max())}
+    named = {**spec, "name": spec["name"] + " classifier"}
+    return interventional_row(named, model.fit(X, labels), rows, bg, shap_rows, model_output="probability")
 
 
 PAIR_WORK = 5e7
@@ -268,19 +255,21 @@ PAIR_WORK = 5e7
 per explained row that still gets 500 rows; deeper ensembles get fewer, at least 50."""
 
 
-def pair_rows(model) -> int:
-    """Rows for the pairwise table: 500, or fewer for ensembles whose paths are long and many (a
-    LightGBM model of 255 leaves took over 15 minutes for 500 rows), compared by rate all the same."""
-    width = np.asarray(jaxshap.TreeExplainer(model)._default.paths.length, np.float64)
+def pair_rows(ex) -> int:
+    """Rows for the pairwise table of explainer ``ex``: 500, or fewer for ensembles whose paths are
+    long and many (a LightGBM model of 255 leaves took over 15 minutes for 500 rows), compared by
+    rate all the same."""
+    width = np.asarray(ex._default.paths.length, np.float64)
     return int(np.clip(500 * PAIR_WORK / max(float((width**3).sum()), 1.0), 50, 500))
 
 
 def pair_row(spec, model, rows, ref_rows: int) -> dict:
-    """Pairwise (k-SII) interaction values: jaxshap on all ``rows`` against shap (and XGBoost's
-    ``pred_interactions``) on ``ref_rows``, by rate."""
+    """Pairwise (k-SII) interaction values: jaxshap on the first :func:`pair_rows` of ``rows``
+    against shap (and XGBoost's ``pred_interactions``) on ``ref_rows``, by rate."""
     import shap
 
     ex = jaxshap.TreeExplainer(model)
+    rows = rows[: pair_rows(ex)]
     values, first = timed(lambda: np.asarray(ex(rows, interactions=2).values))
     _, warm = timed(lambda: np.asarray(ex(rows, interactions=2).values))
     t0 = cpu()
@@ -360,12 +349,12 @@ def run(quick: bool = False) -> dict:
                 continue
             if spec["lib"] in ("xgboost", "lightgbm") and (quick or spec.get("depth", 0) <= 8 and spec.get("leaves", 0) <= 31):
                 bg = np.nan_to_num(X[-100:]) if spec["lib"] == "sklearn" else X[-100:]
-                interventional.append(interventional_row(spec, model, X, rows, bg, 20 if quick else 200))
+                interventional.append(interventional_row(spec, model, rows, bg, 20 if quick else 200))
                 _progress("interventional", interventional)
                 probability.append(probability_row(spec, X, y, rows, bg, 20 if quick else 200))
                 _progress("probability", probability)
             if spec["lib"] != "sklearn" or quick:
-                pairs.append(pair_row(spec, model, rows[: 50 if quick else pair_rows(model)], 5 if quick else 10))
+                pairs.append(pair_row(spec, model, rows[: 50 if quick else 500], 5 if quick else 10))
                 _progress("pairs", pairs)
             if spec["lib"] in ("xgboost", "lightgbm") and (quick or spec.get("depth", 99) <= 6 or spec.get("leaves", 99) <= 31):
                 # shapiq's TreeSHAP-IQ ran 16 minutes on three rows of XGBoost depth 6 at order 3 here

@@ -282,7 +282,6 @@ class TreeBuilder:
             groups.append({"blocks": block_arrays(g, self.dtype, {"table": np.asarray(table, self.dtype)},
                                                   g.n_slots * self.rows, self.memory_budget)})
         b = min(background.shape[0], BACKGROUND_CHUNK)
-        k = self.n_outputs
         if transformed and paths.n_outputs == 1:  # short paths: each row's weighted pattern histogram
             tabled = (paths.length <= MAX_HISTOGRAM_SLOTS) & (paths.length > 0)
             for g in groups_of(paths.subset(tabled, paths.n_slots), lambda n, w: n * 2**w * (w + 1)):
@@ -293,7 +292,7 @@ class TreeBuilder:
         rest = paths.subset(~tabled, paths.n_slots)
         for g in groups_of(rest, lambda n, w: n * w):
             wa, wb = shapley_tables(g.n_slots)
-            per_path = self.rows * b * (k + 2)  # the [paths, rows, background, K] pair weights
+            per_path = self.rows * b * (self.n_outputs + 2)  # the [paths, rows, background, K] pair weights
             blocks = block_arrays(g, self.dtype, {}, per_path, self.memory_budget)
             groups.append({"blocks": blocks, "wa": put(wa, self.dtype), "wb": put(wb, self.dtype)})
         return groups
