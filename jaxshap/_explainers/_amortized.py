@@ -3,6 +3,12 @@
 Training costs model evaluations once (coalition values of the training rows); afterwards a
 row's Shapley values cost one pass of a small network plus one model evaluation (for the exact
 efficiency normalisation), whatever the number of features.
+
+A trained explainer saves to one NumPy ``.npz`` file (:mod:`jaxshap._core._pytree`): a JSON
+``config`` entry (sizes, dtype, names, the training record, ``kind`` and :data:`FORMAT_VERSION`)
+and the arrays explaining needs, the base value ``base``, the input and output scales ``x_mean``,
+``x_scale``, ``y_scale`` and, per layer ``i`` of the network, ``layer{i}_w`` and ``layer{i}_b``.
+Neither the model nor the background is saved.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from .._core._chunking import map_chunks, plan_chunks
 from .._core._inputs import as_key, as_matrix, check_finite, check_n_features, resolve_feature_names
 from .._core._model import wrap_model
 from .._core._progress import ProgressBar, wants_progress
+from .._core._pytree import network_arrays, network_from_arrays, read_saved, write_saved
 from .._core._validate import DEFAULT_MEMORY_BUDGET, choice, integer, is_integer, layer_widths, number
 from .._core._validate import memory_budget as check_memory_budget
 from .._engine._explainer import drop_output_axis
@@ -29,8 +36,13 @@ from .._estimators._kernel import kernel_shapley
 from .._result._explanation import Explanation
 from ..maskers import Independent
 from .._estimators._training import default_optimizer, spread
-from ._amortized_file import load_explainer, save_explainer
 from ._gradient import check_plain_background
+
+FORMAT_VERSION = 1
+"""Version of the saved file layout (``.npz`` arrays plus a JSON ``config``)."""
+
+STATISTICS = ("base", "x_mean", "x_scale", "y_scale")
+"""The explainer's scales saved beside the network."""
 
 EXACT_REFERENCE_FEATURES = 10
 """Up to this many features the validation rows are explained exactly (2**M coalitions), above
@@ -428,7 +440,7 @@ class AmortizedExplainer(RowExplainer):
         """The values as NumPy, in shap's shapes: ``[n, M]`` or ``[n, M, K]``."""
         return np.asarray(self(X, progress=False).values)
 
-    # --- saving (the file layout: jaxshap._explainers._amortized_file) -------------------------
+    # --- saving (the file layout: the module docstring) ------------------------------------------
     def save(self, path: str) -> None:
         """Save the trained explainer to a NumPy ``.npz`` file (arrays plus a JSON ``config``).
 
@@ -436,7 +448,24 @@ class AmortizedExplainer(RowExplainer):
         explaining needs from it (the base value and the input and output scales) is.
         """
         self._check_fitted()
-        save_explainer(self, path)
+        names = self._resolved_names()
+        config = {
+            "kind": "AmortizedExplainer",
+            "format_version": FORMAT_VERSION,
+            "n_features": self.n_features,
+            "n_outputs": self.model.n_outputs,
+            "single_output": self.model.single_output,
+            "hidden": list(self.hidden),
+            "n_coalitions": self.n_coalitions,
+            "background_samples": self.background_samples,
+            "dtype": str(jnp.dtype(self._dtype)),
+            "feature_names": None if names is None else list(names),
+            "validation_error": self.validation_error_,
+            "fit_seconds": self.fit_seconds_,
+            "history": self.history_,
+        }
+        arrays = {name: getattr(self, name) for name in STATISTICS}
+        write_saved(path, config, {**arrays, **network_arrays(self.params)})
 
     def _resolved_names(self):
         if self._names is not None:
@@ -450,7 +479,29 @@ class AmortizedExplainer(RowExplainer):
         Raises:
           ValueError: when the file is not a saved explainer, or ``model``'s output count differs.
         """
-        return load_explainer(cls, path, model)
+        config, arrays = read_saved(path, "AmortizedExplainer", FORMAT_VERSION)
+        obj = object.__new__(cls)
+        m = obj.n_features = int(config["n_features"])
+        obj.hidden = tuple(config["hidden"])
+        obj.n_coalitions = int(config["n_coalitions"])
+        obj.background_samples = int(config["background_samples"])
+        obj.memory_budget = DEFAULT_MEMORY_BUDGET
+        obj.masker = None
+        obj._names = config["feature_names"]
+        obj._bg_names = None
+        obj._dtype = jnp.dtype(config["dtype"])
+        obj.model = wrap_model(model, m, obj._dtype, arrays["x_mean"][None, :])
+        if obj.model.n_outputs != config["n_outputs"] or obj.model.single_output != config["single_output"]:
+            raise ValueError(
+                f"`model` returns {obj.model.n_outputs} output(s) but the saved explainer was trained for "
+                f"{config['n_outputs']}; pass the model it was trained on."
+            )
+        obj._set_statistics(*(arrays[name] for name in STATISTICS))
+        obj.params = network_from_arrays(arrays, len(obj.hidden) + 1)
+        obj.history_ = config["history"]
+        obj.validation_error_ = config["validation_error"]
+        obj.fit_seconds_ = config["fit_seconds"]
+        return obj
 
 
 def silverman_factor(n_rows: int, n_features: int) -> float:
