@@ -30,7 +30,7 @@ from .._core._validate import DEFAULT_MEMORY_BUDGET, integer
 from .._tree._ensemble import TreeEnsemble
 from .._tree._interventional import pattern_values, shapley_tables, tables_host
 from .._tree._paths import Paths, decompose, follows_host, host_slots, pattern
-from .._tree._quadrature import expected_value, rule, shapley_arrays
+from .._tree._quadrature import expected_value, interior_nodes, rule, shapley_arrays
 from .._tree._rows import Router
 from ._tree_kernels import CPU_CHUNK_ROWS, TreeRows, pad_blocks, plan_block
 
@@ -311,9 +311,9 @@ class TreeBuilder:
         return shares.reshape(g.n_paths, size)
 
     def interaction_groups(self, build: Build, index: str, order: int) -> tuple:
-        """``(groups, rule, rows per chunk, background chunks)`` for an index's terms of orders
-        ``1..order``: path blocks, rows and background rows sized for ``[paths, U**t, nodes, rows,
-        background]`` temporaries of about :data:`BLOCK_ELEMENTS` elements."""
+        """``(groups, (nodes, weights, interior nodes), rows per chunk, background chunks)`` for an
+        index's terms of orders ``1..order``: path blocks, rows and background rows sized for
+        ``[paths, U**t, nodes, rows, background]`` temporaries of about :data:`BLOCK_ELEMENTS` elements."""
         paths = build.paths
         nodes, weights = rule(index, order, max(1, paths.n_slots))
         each = max(1, paths.n_slots) ** order * nodes.size
@@ -326,7 +326,7 @@ class TreeBuilder:
             per_path = g.n_slots**order * nodes.size * rows * b
             groups.append({"blocks": block_arrays(g, self.dtype, extra, per_path, self.memory_budget)})
         chunks = background_chunks(build.background, self.background_weights, None, self.dtype, b) if pairs else None
-        return groups, (put(nodes, self.dtype), put(weights, self.dtype)), rows, chunks
+        return groups, (put(nodes, self.dtype), put(weights, self.dtype), interior_nodes(nodes)), rows, chunks
 
     def bytes_per_row(self, build: Build) -> int:
         """Working memory of one explained row in a build's kernels (its accumulator, a block's share

@@ -224,10 +224,10 @@ class ExplainRows:
         if key not in cache or cache[key][0] is not build:
             base = "SII" if index == "k-SII" else index
             cache[key] = (build, self._builder.interaction_groups(build, base, order))
-        groups, (nodes, weights), chunk, background = cache[key][1]
+        groups, (nodes, weights, interior), chunk, background = cache[key][1]
         if rows.shape[0] == 0:
             return jnp.zeros((0,) + (self.n_features,) * order + (self.n_outputs,), rows.dtype)
-        return interaction_rows(groups, rows, background, nodes, weights, n_features=self.n_features,
+        return interaction_rows(groups, rows, background, nodes, weights, interior, n_features=self.n_features,
                                 n_outputs=self._default.ensemble.n_outputs, order=order, ksii=index == "k-SII",
                                 rows=chunk)
 

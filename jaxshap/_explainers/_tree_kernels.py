@@ -178,8 +178,8 @@ def chunk_terms(groups: list, X: jax.Array, n_features: int, n_outputs: int, bac
 
     Args:
       groups: the build's groups (path-dependent ``"A1"`` or interventional ``"value"`` blocks).
-      rules: ``{"nodes": [Q], "weights": [k, Q], "orders": tuple}`` (a
-        :func:`jaxshap._tree._quadrature.rule`, host arrays).
+      rules: ``{"nodes": [Q], "weights": [k, Q], "orders": tuple, "interior": int}`` (a
+        :func:`jaxshap._tree._quadrature.rule` and its :func:`~jaxshap._tree._quadrature.interior_nodes`).
     """
     xt = X.T
     r = X.shape[0]
@@ -189,11 +189,13 @@ def chunk_terms(groups: list, X: jax.Array, n_features: int, n_outputs: int, bac
         def body(accs, blk):
             follow = follows(blk["slots"], xt)
             if "z" in blk:  # path-dependent: beta = cover shares
-                terms = product_terms(follow.astype(X.dtype), blk["z"][..., None], rules["nodes"], rules["weights"], orders)
+                terms = product_terms(follow.astype(X.dtype), blk["z"][..., None], rules["nodes"], rules["weights"], orders,
+                                      rules["interior"])
             else:
                 def add(c, codes, weight, _):
                     fb = follows(blk["slots"], codes.T)
-                    new = pair_terms(follow, fb, rules["nodes"], rules["weights"], orders, weight[None, :] + jnp.zeros((r, 1), X.dtype))
+                    new = pair_terms(follow, fb, rules["nodes"], rules["weights"], orders,
+                                     weight[None, :] + jnp.zeros((r, 1), X.dtype), rules["interior"])
                     return {t: c[t] + new[t] for t in orders}
 
                 zero = {t: jnp.zeros((follow.shape[0], follow.shape[1] ** t, r), X.dtype) for t in orders}
@@ -274,12 +276,12 @@ def pad_blocks(arrays: dict, n_paths: int, block: int, fills: dict) -> dict:
     return out
 
 
-@functools.partial(jax.jit, static_argnames=("n_features", "n_outputs", "order", "ksii", "rows"))
-def interaction_rows(groups, X, background, nodes, weights, n_features, n_outputs, order, ksii, rows):
+@functools.partial(jax.jit, static_argnames=("interior", "n_features", "n_outputs", "order", "ksii", "rows"))
+def interaction_rows(groups, X, background, nodes, weights, interior, n_features, n_outputs, order, ksii, rows):
     """``[n] + [M] * k + [K]``: the order-``k`` tensor (:func:`interaction_tensor`) of an index's
     terms of orders ``1..k`` (:func:`chunk_terms` over chunks of ``rows`` rows; k-SII assembled
     from SII when ``ksii``)."""
-    rules = {"nodes": nodes, "weights": weights, "orders": tuple(range(1, order + 1))}
+    rules = {"nodes": nodes, "weights": weights, "orders": tuple(range(1, order + 1)), "interior": interior}
     terms = map_chunks(lambda x: tuple(chunk_terms(groups, x, n_features, n_outputs, background, rules)), X, rows)
     terms = [jnp.moveaxis(t, 0, -2) for t in terms]  # [M] * t + [n, K]
     if ksii:

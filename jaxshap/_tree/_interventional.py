@@ -106,13 +106,14 @@ def pair_block(fx: jax.Array, fb: jax.Array, wa: jax.Array, wb: jax.Array, weigh
     return jnp.where(fx[..., None], only_x, -jnp.sum(s_b, axis=2)[:, None])
 
 
-def pair_terms(fx: jax.Array, fb: jax.Array, nodes: np.ndarray, weights: np.ndarray, orders, weight: jax.Array) -> dict:
+def pair_terms(fx: jax.Array, fb: jax.Array, nodes: np.ndarray, weights: np.ndarray, orders, weight: jax.Array,
+               interior: int | None = None) -> dict:
     """``{t: [P, U**t, r]}``: the order-``t`` terms of an index (a :func:`jaxshap._tree._quadrature.rule`)
     for a block of paths, summed over a chunk of background rows with weights ``[r, b]`` (unit
     leaf values; traced)."""
     a = fx.astype(weight.dtype)[..., None]  # [P, U, r, 1]
     c = fb.astype(weight.dtype)[:, :, None, :]  # [P, U, 1, b]
-    terms = product_terms(a, c, nodes, weights, orders)
+    terms = product_terms(a, c, nodes, weights, orders, interior)
     return {t: jnp.einsum("psrb,rb->psr", v, weight) for t, v in terms.items()}
 
 

@@ -152,7 +152,7 @@ def rule(index: str, order: int, width: int) -> tuple[np.ndarray, np.ndarray]:
     degree ``<= width - t`` (float64).
 
     Gauss-Legendre nodes carry the integrals; ``0`` (STII below the top order) and ``1/2`` (BII)
-    are added as points where an index takes them. k-SII's rule is SII's (it is assembled from SII).
+    are added as points, after them, where an index takes them. k-SII's rule is SII's (it is assembled from SII).
     """
     if index not in INDICES:
         raise ValueError(f"`index` must be one of {INDICES}; got {index!r}.")
@@ -194,23 +194,36 @@ def expected_value(zero_fraction: np.ndarray, value: np.ndarray, output: np.ndar
     return out
 
 
-def product_terms(alpha: jax.Array, beta: jax.Array, nodes, weights, orders) -> dict:
+def product_terms(alpha: jax.Array, beta: jax.Array, nodes, weights, orders, interior: int | None = None) -> dict:
     r"""Every index term of order ``t in orders`` of a block of paths' product games (traced).
 
     :math:`I_T = \sum_q \lambda_{t,q} W_T(p_q)` with :math:`W_T` of the module docstring, for every
     ``t``-tuple of distinct slots (``T`` as a tuple: each set appears once per order of its slots).
-    Division-free where a factor vanishes: with ``P_q`` the product of the nonzero factors
-    :math:`f_u(p_q)`, ``n_q`` their number of zeros and :math:`r_{u,q} = d_u / f_u(p_q)` (or ``d_u``
-    where ``f_u(p_q) = 0``), :math:`W_T(p_q) = P_q \prod_{u \in T} r_{u,q}` when ``T`` holds all
-    ``n_q`` zeros, else 0. (A zero at an inner node means ``alpha_u = beta_u = 0``: the leaf
-    contributes nothing; at ``p = 0`` it is ``beta_u = 0``, which the STII terms below the top order meet.)
+    With :math:`r_{u,q} = d_u / f_u(p_q)` and :math:`P_q = \prod_u f_u(p_q)`,
+    :math:`W_T(p_q) = P_q \prod_{u \in T} r_{u,q}`; where a factor vanishes:
+
+    * at a node inside ``(0, 1)``, :math:`f_u(p) = (1 - p) \beta_u + p \alpha_u` of non-negative
+      ``alpha``, ``beta`` vanishes only where ``alpha_u = beta_u = 0``, and then :math:`W_T(p) = 0`
+      for every ``T`` (``d_u = 0`` if ``u`` is in ``T``, ``f_u = 0`` if not): the node's weight is
+      set to 0 for that path and row. So these terms are ``t - 1`` products of the ratios and one
+      batched dot over the node axis (``[P, U**(t-1), Q, R] x [P, U, Q, R] -> [P, U**(t-1), U, R]``):
+      the ``[P, U**t, Q, rows]`` array of the last factor is never stored. (Written as a multiply
+      and a sum over the nodes instead, XLA's CPU fusion returned wrong order-3 sums for blocks of
+      one path, jaxlib 0.10.2: ``tests/test_tree_build.py::test_product_terms_compiled_equal_eager``.);
+    * at an endpoint (``p = 0``, which the STII terms below the top order take) a factor vanishes
+      where ``beta_u = 0`` while ``alpha_u`` need not: with ``P_q`` the product of the nonzero
+      factors, ``n_q`` their number of zeros and ``r_{u,q} = d_u`` at a zero, :math:`W_T(p_q) =
+      P_q \prod_{u \in T} r_{u,q}` when ``T`` holds all ``n_q`` zeros, else 0.
+
     Arrays stay of rank 5 or less (the rows are one axis): XLA's CPU reductions of higher rank
     have crashed and returned wrong sums (jaxlib 0.10, its YNN fusions).
 
     Args:
-      alpha, beta: ``[P, U, *rows]`` floats (``beta`` may broadcast along the row axes).
+      alpha, beta: ``[P, U, *rows]`` non-negative floats (``beta`` may broadcast along the row axes).
       nodes, weights: a :func:`rule` (``[Q]`` and ``[k, Q]``).
       orders: the orders ``t`` to compute.
+      interior: how many of the first nodes lie inside ``(0, 1)`` (static; the rest are endpoints).
+        ``None``: :func:`interior_nodes` of ``nodes``, which must then be a host array.
 
     Returns:
       ``{t: [P, U**t, *rows]}`` for a unit leaf value.
@@ -220,24 +233,41 @@ def product_terms(alpha: jax.Array, beta: jax.Array, nodes, weights, orders) -> 
     alpha = jnp.broadcast_to(alpha, (p, u) + rows).reshape(p, u, 1, -1)
     beta = jnp.broadcast_to(beta, (p, u) + rows).reshape(p, u, 1, -1)
     y = jnp.asarray(nodes, alpha.dtype).reshape(1, 1, -1, 1)
+    weights = jnp.asarray(weights, alpha.dtype)
+    inner = interior_nodes(nodes) if interior is None else interior
     d = alpha - beta
     f = beta + y * d  # [P, U, Q, R]
     zero = f == 0
-    prod = jnp.prod(jnp.where(zero, 1.0, f), axis=1)  # [P, Q, R]
-    count = jnp.sum(zero, axis=1, dtype=jnp.int32)[:, None]  # [P, 1, Q, R]
+    prod = jnp.prod(jnp.where(zero, 1.0, f), axis=1)  # [P, Q, R]: the nonzero factors
     ratio = jnp.where(zero, d, d / jnp.where(zero, 1.0, f))
-    zeros = zero.astype(jnp.int32)
+    live = jnp.where(jnp.any(zero[:, :, :inner], axis=1), 0.0, prod[:, :inner])  # [P, Q_in, R]
+    count = jnp.sum(zero[:, :, inner:], axis=1, dtype=jnp.int32)[:, None]  # [P, 1, Q_end, R]
+    zeros = zero[:, :, inner:].astype(jnp.int32)
     out = {}
     for t in orders:
-        r_t, z_t = ratio, zeros
-        for _ in range(1, t):  # [P, U**i, Q, R] x [P, U, Q, R] -> [P, U**(i+1), Q, R]
-            r_t = (r_t[:, :, None] * ratio[:, None]).reshape(p, -1, *ratio.shape[2:])
-            z_t = (z_t[:, :, None] + zeros[:, None]).reshape(p, -1, *ratio.shape[2:])
-        keep = jnp.asarray(distinct_mask(u, t).reshape(1, -1, 1, 1))
-        w = jnp.asarray(weights[t - 1], alpha.dtype).reshape(1, -1, 1)
-        term = jnp.where(keep & (z_t == count), r_t, 0.0) * (prod * w)[:, None]
-        out[t] = jnp.sum(term, axis=2).reshape((p, u**t) + rows)
+        keep = jnp.asarray(distinct_mask(u, t).reshape(1, -1, 1))
+        acc = (live * weights[t - 1, :inner].reshape(1, -1, 1))[:, None]  # [P, 1, Q_in, R]
+        for _ in range(1, t):  # [P, U**i, Q_in, R]
+            acc = (acc[:, :, None] * ratio[:, None, :, :inner]).reshape(p, -1, inner, ratio.shape[-1])
+        term = jnp.einsum("pkqr,puqr->pkur", acc, ratio[:, :, :inner]).reshape(p, u**t, -1)
+        if inner < y.shape[2]:  # the endpoints: the zeros counted
+            r_t, z_t = ratio[:, :, inner:], zeros
+            for _ in range(1, t):  # [P, U**i, Q_end, R] x [P, U, Q_end, R] -> [P, U**(i+1), Q_end, R]
+                r_t = (r_t[:, :, None] * ratio[:, None, :, inner:]).reshape(p, -1, *r_t.shape[2:])
+                z_t = (z_t[:, :, None] + zeros[:, None]).reshape(p, -1, *z_t.shape[2:])
+            w = weights[t - 1, inner:].reshape(1, -1, 1)
+            term = term + jnp.sum(jnp.where(z_t == count, r_t, 0.0) * (prod[:, inner:] * w)[:, None], axis=2)
+        out[t] = jnp.where(keep, term, 0.0).reshape((p, u**t) + rows)
     return out
+
+
+def interior_nodes(nodes: np.ndarray) -> int:
+    """How many of a :func:`rule`'s nodes lie inside ``(0, 1)``; they come first (host)."""
+    inside = (np.asarray(nodes) > 0) & (np.asarray(nodes) < 1)
+    n = int(inside.sum())
+    if not inside[:n].all():  # pragma: no cover - rule() places its endpoints last
+        raise AssertionError("a rule's endpoint nodes must come after its interior ones")
+    return n
 
 
 def shapley_arrays(zero_fraction: np.ndarray, value: np.ndarray) -> dict:
