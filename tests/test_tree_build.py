@@ -105,21 +105,23 @@ def test_product_terms_equal_exact_interactions(index, order):
 
 @pytest.mark.parametrize("index", ["SII", "STII"])
 @pytest.mark.parametrize("n_paths,n_slots,n_rows", [(1, 12, 3), (1, 6, 8), (3, 12, 8), (2, 5, 1)])
-def test_product_terms_compiled_equal_eager(index, n_paths, n_slots, n_rows):
-    """Under ``jit`` the terms equal the eager ones (checked against the definition above), on blocks
-    of one path too: a multiply-and-sum over the node axis in place of the batched dot compiled to
-    wrong order-3 sums there (jaxlib 0.10.2's CPU fusions), while eager was right."""
+def test_product_terms_compiled_on_blocks_of_one_path(index, n_paths, n_slots, n_rows):
+    """Compiled, the interior nodes' batched dot equals the zero-counting form on every node
+    (``interior=0``, checked against the definition above), on blocks of one path too: a
+    multiply-and-sum over the node axis in place of the dot gave wrong order-3 sums there (values
+    near 1e28; jaxlib 0.10.2's CPU fusions), while the same code run eagerly was right."""
     rng = np.random.default_rng(n_slots * n_rows)
     shape = (n_paths, n_slots, n_rows)
     alpha = jnp.asarray(rng.random(shape) < 0.5, jnp.float32)
     beta = jnp.asarray(rng.uniform(0.05, 1.0, shape[:2] + (1,)) * (rng.random(shape[:2] + (1,)) > 0.2), jnp.float32)
     nodes, weights = rule(index, 3, n_slots)
-    eager = product_terms(alpha, beta, nodes, weights, (1, 2, 3))
-    compiled = jax.jit(lambda a, b: product_terms(a, b, nodes, weights, (1, 2, 3), interior_nodes(nodes)))(alpha, beta)
+    terms = jax.jit(product_terms, static_argnums=(4, 5))
+    fast = terms(alpha, beta, nodes, weights, (1, 2, 3), interior_nodes(nodes))
+    counted = terms(alpha, beta, nodes, weights, (1, 2, 3), 0)
     for t in (1, 2, 3):
-        scale = float(np.abs(np.asarray(eager[t])).max())
+        scale = float(np.abs(np.asarray(counted[t])).max())
         assert scale > 0 or (index == "STII" and t < 3)  # STII's lower orders at p = 0 may all vanish
-        np.testing.assert_allclose(np.asarray(compiled[t]), np.asarray(eager[t]), rtol=0, atol=1e-5 * scale)
+        np.testing.assert_allclose(np.asarray(fast[t]), np.asarray(counted[t]), rtol=0, atol=1e-5 * scale)
 
 
 def test_follows_on_device_equals_follows_on_host():

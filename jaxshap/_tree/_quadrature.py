@@ -209,7 +209,7 @@ def product_terms(alpha: jax.Array, beta: jax.Array, nodes, weights, orders, int
       batched dot over the node axis (``[P, U**(t-1), Q, R] x [P, U, Q, R] -> [P, U**(t-1), U, R]``):
       the ``[P, U**t, Q, rows]`` array of the last factor is never stored. (Written as a multiply
       and a sum over the nodes instead, XLA's CPU fusion returned wrong order-3 sums for blocks of
-      one path, jaxlib 0.10.2: ``tests/test_tree_build.py::test_product_terms_compiled_equal_eager``.);
+      one path, jaxlib 0.10.2: ``tests/test_tree_build.py::test_product_terms_compiled_on_blocks_of_one_path``.);
     * at an endpoint (``p = 0``, which the STII terms below the top order take) a factor vanishes
       where ``beta_u = 0`` while ``alpha_u`` need not: with ``P_q`` the product of the nonzero
       factors, ``n_q`` their number of zeros and ``r_{u,q} = d_u`` at a zero, :math:`W_T(p_q) =
@@ -248,7 +248,7 @@ def product_terms(alpha: jax.Array, beta: jax.Array, nodes, weights, orders, int
         keep = jnp.asarray(distinct_mask(u, t).reshape(1, -1, 1))
         acc = (live * weights[t - 1, :inner].reshape(1, -1, 1))[:, None]  # [P, 1, Q_in, R]
         for _ in range(1, t):  # [P, U**i, Q_in, R]
-            acc = (acc[:, :, None] * ratio[:, None, :, :inner]).reshape(p, -1, inner, ratio.shape[-1])
+            acc = (acc[:, :, None] * ratio[:, None, :, :inner]).reshape(p, acc.shape[1] * u, inner, ratio.shape[-1])
         term = jnp.einsum("pkqr,puqr->pkur", acc, ratio[:, :, :inner]).reshape(p, u**t, -1)
         if inner < y.shape[2]:  # the endpoints: the zeros counted
             r_t, z_t = ratio[:, :, inner:], zeros
