@@ -209,7 +209,7 @@ def product_terms(alpha: jax.Array, beta: jax.Array, nodes, weights, orders, int
       batched dot over the node axis (``[P, U**(t-1), Q, R] x [P, U, Q, R] -> [P, U**(t-1), U, R]``):
       the ``[P, U**t, Q, rows]`` array of the last factor is never stored. (Written as a multiply
       and a sum over the nodes instead, XLA's CPU fusion returned wrong order-3 sums for blocks of
-      one path, jaxlib 0.10.2: ``tests/test_tree_build.py::test_product_terms_compiled_on_blocks_of_one_path``.);
+      one path, jaxlib 0.10.2: ``tests/test_tree_build.py::test_product_terms_compiled_on_blocks_of_one_path``.)
     * at an endpoint (``p = 0``, which the STII terms below the top order take) a factor vanishes
       where ``beta_u = 0`` while ``alpha_u`` need not: with ``P_q`` the product of the nonzero
       factors, ``n_q`` their number of zeros and ``r_{u,q} = d_u`` at a zero, :math:`W_T(p_q) =
@@ -223,7 +223,8 @@ def product_terms(alpha: jax.Array, beta: jax.Array, nodes, weights, orders, int
       nodes, weights: a :func:`rule` (``[Q]`` and ``[k, Q]``).
       orders: the orders ``t`` to compute.
       interior: how many of the first nodes lie inside ``(0, 1)`` (static; the rest are endpoints).
-        ``None``: :func:`interior_nodes` of ``nodes``, which must then be a host array.
+        ``None``: :func:`interior_nodes` of ``nodes``, which must then be a host array. ``0``
+        counts the zeros at every node (the general form, valid at any node).
 
     Returns:
       ``{t: [P, U**t, *rows]}`` for a unit leaf value.
