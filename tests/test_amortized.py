@@ -10,7 +10,7 @@ from oracle import interventional_game, interventional_shapley, shapley_from_gam
 
 import jaxshap
 from jaxshap._estimators._fastshap import all_coalitions, fastshap_loss, normalise, sample_paired_masks
-from jaxshap._explainers._amortized import silverman_factor
+from jaxshap._estimators._training import silverman_factor
 
 M = 5
 

@@ -253,6 +253,19 @@ def spread(a: np.ndarray) -> np.ndarray:
     return np.where(std > floor, std, 1.0)
 
 
+def silverman_factor(n_rows: int, n_features: int) -> float:
+    """Silverman's normal-reference bandwidth, in units of each feature's spread.
+
+    ``h = (4 / (d + 2))**(1 / (d + 4)) * n**(-1 / (d + 4))`` for ``n`` rows of ``d`` features
+    (Silverman, 1986, "Density estimation for statistics and data analysis", eq. 4.14): the
+    bandwidth of a Gaussian product kernel density estimate that minimises the mean integrated
+    squared error when the data are normal. About 0.5 for 8 features, 0.64 for 16 and 0.76 for 32
+    at 2000 rows.
+    """
+    d, n = n_features, max(n_rows, 1)
+    return float((4.0 / (d + 2)) ** (1.0 / (d + 4)) * n ** (-1.0 / (d + 4)))
+
+
 def cost_text(history: dict | None, steps_per_epoch: int, batch: int) -> str:
     """``"E epochs x S steps x B rows"`` of a training record (``"untrained"`` without one)."""
     if not history:

@@ -35,7 +35,7 @@ from .._estimators._fastshap import Scaling, TrainingConfig, network_values, tra
 from .._estimators._kernel import kernel_shapley
 from .._result._explanation import Explanation
 from ..maskers import Independent
-from .._estimators._training import default_optimizer, spread
+from .._estimators._training import default_optimizer, silverman_factor, spread
 from ._gradient import check_plain_background
 
 FORMAT_VERSION = 1
@@ -43,6 +43,10 @@ FORMAT_VERSION = 1
 
 STATISTICS = ("base", "x_mean", "x_scale", "y_scale")
 """The explainer's scales saved beside the network."""
+
+SAVED = {"n_features": "n_features", "n_coalitions": "n_coalitions", "background_samples": "background_samples",
+         "validation_error": "validation_error_", "fit_seconds": "fit_seconds_", "history": "history_"}
+"""``{config entry: attribute}`` saved and loaded as they are (widths, dtype, names and output count convert)."""
 
 EXACT_REFERENCE_FEATURES = 10
 """Up to this many features the validation rows are explained exactly (2**M coalitions), above
@@ -452,17 +456,12 @@ class AmortizedExplainer(RowExplainer):
         config = {
             "kind": "AmortizedExplainer",
             "format_version": FORMAT_VERSION,
-            "n_features": self.n_features,
             "n_outputs": self.model.n_outputs,
             "single_output": self.model.single_output,
             "hidden": list(self.hidden),
-            "n_coalitions": self.n_coalitions,
-            "background_samples": self.background_samples,
             "dtype": str(jnp.dtype(self._dtype)),
             "feature_names": None if names is None else list(names),
-            "validation_error": self.validation_error_,
-            "fit_seconds": self.fit_seconds_,
-            "history": self.history_,
+            **{key: getattr(self, name) for key, name in SAVED.items()},
         }
         arrays = {name: getattr(self, name) for name in STATISTICS}
         write_saved(path, config, {**arrays, **network_arrays(self.params)})
@@ -481,16 +480,15 @@ class AmortizedExplainer(RowExplainer):
         """
         config, arrays = read_saved(path, "AmortizedExplainer", FORMAT_VERSION)
         obj = object.__new__(cls)
-        m = obj.n_features = int(config["n_features"])
+        for key, name in SAVED.items():
+            setattr(obj, name, config[key])
         obj.hidden = tuple(config["hidden"])
-        obj.n_coalitions = int(config["n_coalitions"])
-        obj.background_samples = int(config["background_samples"])
         obj.memory_budget = DEFAULT_MEMORY_BUDGET
         obj.masker = None
         obj._names = config["feature_names"]
         obj._bg_names = None
         obj._dtype = jnp.dtype(config["dtype"])
-        obj.model = wrap_model(model, m, obj._dtype, arrays["x_mean"][None, :])
+        obj.model = wrap_model(model, obj.n_features, obj._dtype, arrays["x_mean"][None, :])
         if obj.model.n_outputs != config["n_outputs"] or obj.model.single_output != config["single_output"]:
             raise ValueError(
                 f"`model` returns {obj.model.n_outputs} output(s) but the saved explainer was trained for "
@@ -498,20 +496,4 @@ class AmortizedExplainer(RowExplainer):
             )
         obj._set_statistics(*(arrays[name] for name in STATISTICS))
         obj.params = network_from_arrays(arrays, len(obj.hidden) + 1)
-        obj.history_ = config["history"]
-        obj.validation_error_ = config["validation_error"]
-        obj.fit_seconds_ = config["fit_seconds"]
         return obj
-
-
-def silverman_factor(n_rows: int, n_features: int) -> float:
-    """Silverman's normal-reference bandwidth, in units of each feature's spread.
-
-    ``h = (4 / (d + 2))**(1 / (d + 4)) * n**(-1 / (d + 4))`` for ``n`` rows of ``d`` features
-    (Silverman, 1986, "Density estimation for statistics and data analysis", eq. 4.14): the
-    bandwidth of a Gaussian product kernel density estimate that minimises the mean integrated
-    squared error when the data are normal. About 0.5 for 8 features, 0.64 for 16 and 0.76 for 32
-    at 2000 rows.
-    """
-    d, n = n_features, max(n_rows, 1)
-    return float((4.0 / (d + 2)) ** (1.0 / (d + 4)) * n ** (-1.0 / (d + 4)))
