@@ -85,3 +85,28 @@ def tabulated_game(table: np.ndarray):
         return table[sum(1 << j for j in subset)]
 
     return value
+
+
+def path_dependent_shapley(e, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``([M, K] values, [K] base)``: Shapley values of the path-dependent game of a tree
+    ensemble ``e`` (a ``TreeEnsemble``) at one row, ``v(S) = base + sum_t E_cover[tree_t | x_S]``:
+    follow ``x`` at splits on features in ``S``, average the children by cover elsewhere
+    (Lundberg et al. 2020, Alg. 1), by recursion over each tree and every coalition."""
+    from jaxshap._tree._ensemble import go_left
+
+    def expect(t, node, S):
+        f = e.feature[t, node]
+        if f < 0:
+            return e.value[t, node]
+        left, right = e.left[t, node], e.right[t, node]
+        if f in S:
+            gl = go_left(np.float64(x[f]), e.threshold[t, node], e.default_left[t, node], e.missing[t, node])
+            return expect(t, left if gl else right, S)
+        c = e.cover[t, node]
+        return (e.cover[t, left] * expect(t, left, S) + e.cover[t, right] * expect(t, right, S)) / c
+
+    def v(S):
+        return e.base + sum(expect(t, 0, S) for t in range(e.n_trees))
+
+    return shapley_from_game(v, e.n_features), v(frozenset())
+

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import jaxshap
-from oracle import shapley_from_game
+from oracle import path_dependent_shapley, shapley_from_game
 
 xgb = pytest.importorskip("xgboost")
 lgb = pytest.importorskip("lightgbm")
@@ -186,25 +186,6 @@ def _interventional_oracle(raw, x, bg):
     return shapley_from_game(v.__getitem__, M), v[frozenset()]
 
 
-def _path_dependent_oracle(e, x):
-    """v(S) = sum_t E_cover[tree_t | x_S]: follow x on features in S, cover-average elsewhere."""
-    from jaxshap._tree._ensemble import go_left
-
-    def expect(t, node, S):
-        f = e.feature[t, node]
-        if f < 0:
-            return e.value[t, node]
-        left, right = e.left[t, node], e.right[t, node]
-        if f in S:
-            gl = go_left(np.float64(x[f]), e.threshold[t, node], e.default_left[t, node], e.missing[t, node])
-            return expect(t, left if gl else right, S)
-        c = e.cover[t, node]
-        return (e.cover[t, left] * expect(t, left, S) + e.cover[t, right] * expect(t, right, S)) / c
-
-    v = {S: e.base + sum(expect(t, 0, S) for t in range(e.n_trees)) for S in _all_subsets(M)}
-    return shapley_from_game(v.__getitem__, M), v[frozenset()]
-
-
 @pytest.mark.parametrize("kind", ["xgb_multi", "lgb_booster", "hgb_reg"])
 def test_path_dependent_matches_brute_force(models, explained, kind):
     model, raw, X = models[kind]
@@ -212,7 +193,7 @@ def test_path_dependent_matches_brute_force(models, explained, kind):
     rows = X[:4]
     expl = explained(kind)[0][:4]
     for i, x in enumerate(rows):
-        phi, base = _path_dependent_oracle(e, x)
+        phi, base = path_dependent_shapley(e, x)
         np.testing.assert_allclose(_as3(expl.values, 4)[i], phi, rtol=1e-4, atol=2e-5)
         np.testing.assert_allclose(np.asarray(expl.base_values).reshape(4, -1)[i], base, atol=2e-5)
 

@@ -6,7 +6,9 @@ the ensemble cut to those rounds is decomposed into root-to-leaf paths
 bounds and rows into ranks among the thresholds, and the paths are grouped by their number of
 distinct features ``U`` (at most :data:`MAX_GROUPS` groups, widths chosen to minimise the padded
 work) and cut into blocks (see :mod:`._tree_kernels`). Path-dependent groups hold the quadrature
-factors of :mod:`jaxshap._tree._quadrature`; interventional groups of short paths hold the
+factors of :mod:`jaxshap._tree._quadrature`, except for oblivious trees, which are tables read by
+leaf index (:mod:`jaxshap._tree._oblivious`; trees of more than :data:`EAGER_LEAVES` leaves wait
+for a call of as many rows, which remakes the build's groups); interventional groups of short paths hold the
 values of every pattern of followed slots (``2**U`` rows per path, for ``U <=``
 :data:`MAX_TABLE_SLOTS` and within half of ``memory_budget``), built from the background's
 pattern histogram. For a transformed single output (probability, loss) the background's weights
@@ -29,6 +31,7 @@ from .._core._inputs import put
 from .._core._validate import DEFAULT_MEMORY_BUDGET, integer
 from .._tree._ensemble import TreeEnsemble
 from .._tree._interventional import pattern_values, shapley_tables, tables_host
+from .._tree._oblivious import MAX_BRANCHES, level_paths, n_branches, oblivious_trees, tables
 from .._tree._paths import Paths, decompose, follows_host, host_slots, pattern
 from .._tree._quadrature import expected_value, interior_nodes, rule, shapley_arrays
 from .._tree._rows import Router
@@ -45,6 +48,11 @@ MAX_HISTOGRAM_SLOTS = 6
 """Widest paths whose values for a transformed single output come from each row's histogram of
 the background's patterns (``(U + 1) 2**U`` work a row, against the pair kernel's ``O(U)`` a
 background row)."""
+
+EAGER_LEAVES = 256
+"""Oblivious trees of up to this many leaves are tabulated when built (:mod:`jaxshap._tree._oblivious`);
+deeper ones at the first call with at least as many rows as a tree has leaves (the tables cost
+about as much as that many rows through the path kernel)."""
 
 BLOCK_ELEMENTS = 2**20
 """Elements of a path block's largest temporary (4 MiB in float32: it stays in cache on a CPU)."""
@@ -115,6 +123,7 @@ class Build:
     background: np.ndarray | None = None  # the routed background rows (interventional)
     chunks: Any = None  # the background in chunks, on the device (interventional)
     weights: np.ndarray | None = None  # [B] the background rows' weights (interventional)
+    deferred: int = 0  # leaves of the smallest oblivious trees left to the path kernel until a larger call (0: none)
 
 
 def require_cover(ensemble: TreeEnsemble, what: str) -> None:
@@ -224,18 +233,25 @@ class TreeBuilder:
             raise ValueError(f"`tree_limit` is {tree_limit} but the model has {n} rounds; pass at most {n}.")
         return tree_limit
 
-    def build(self, rounds: int | None, approximate: bool) -> Build:
-        """The (cached) build of the first ``rounds`` rounds, Saabas' when ``approximate``."""
+    def build(self, rounds: int | None, approximate: bool, n_rows: int = 0) -> Build:
+        """The (cached) build of the first ``rounds`` rounds, Saabas' when ``approximate``, for a
+        call on ``n_rows`` rows (its groups remade when the call is large enough to tabulate
+        deferred oblivious trees)."""
         key = (rounds, approximate)
-        if key not in self.builds:
-            self.builds[key] = self._build(rounds, approximate)
+        cached = self.builds.get(key)
+        if cached is None:
+            self.builds[key] = self._build(rounds, approximate, n_rows)
+        elif cached.deferred and n_rows >= cached.deferred:
+            groups, deferred = self._path_dependent_groups(cached.ensemble, cached.paths, cached.router, n_rows)
+            self.builds[key] = dataclasses.replace(cached, groups=groups, deferred=deferred)
         return self.builds[key]
 
-    def _build(self, rounds: int | None, approximate: bool) -> Build:
+    def _build(self, rounds: int | None, approximate: bool, n_rows: int = 0) -> Build:
         e = self.ensemble.first_rounds(rounds)
         paths, router = routed_paths(e, self.memory_budget, approximate)
         transformed = self.transform != "identity"
         background = chunks = fb = None
+        deferred = 0
         if not self.interventional or approximate:
             base = expected_value(paths.zero_fraction, paths.value, paths.output, paths.base)
         else:
@@ -249,11 +265,44 @@ class TreeBuilder:
         if approximate:
             groups = [self._saabas(g) for g in groups_of(paths, lambda n, w: n * w)]
         elif background is None:
-            groups = [self._path_dependent(g) for g in groups_of(paths, path_cost)]
+            groups, deferred = self._path_dependent_groups(e, paths, router, n_rows)
         else:
             groups = self._interventional(paths, background, transformed)
         return Build(e, router, groups, np.asarray(base, np.float64), fb if transformed else None, paths, background,
-                     chunks, self.background_weights)
+                     chunks, self.background_weights, deferred)
+
+    def _path_dependent_groups(self, e: TreeEnsemble, paths: Paths, router: Router, n_rows: int) -> tuple[list, int]:
+        """``(groups, deferred)``: the oblivious trees' tables and the other trees' path groups."""
+        groups, tabled, deferred = self._oblivious(e, router, n_rows)
+        rest = paths.subset(~tabled[paths.tree], paths.n_slots)
+        return [self._path_dependent(g) for g in groups_of(rest, path_cost)] + groups, deferred
+
+    def _oblivious(self, e: TreeEnsemble, router: Router, n_rows: int) -> tuple[list, np.ndarray, int]:
+        """``(groups, tabled [T], deferred)``: the oblivious trees' table groups (one per depth, read
+        by leaf index; :mod:`jaxshap._tree._oblivious`), which trees they hold, and the leaves of the
+        smallest trees deferred to a call of as many rows (0: none). Tables take at most half of
+        ``memory_budget``; trees needing more than :data:`MAX_BRANCHES` branch choices stay paths."""
+        tabled = np.zeros(e.n_trees, bool)
+        groups, deferred = [], 0
+        room = self.memory_budget // 2
+        for ob in oblivious_trees(e):
+            leaves = 2**ob.depth
+            if leaves > EAGER_LEAVES and n_rows < leaves:
+                deferred = min(deferred or leaves, leaves)
+                continue
+            ob = ob.take(n_branches(ob.feature) <= MAX_BRANCHES)
+            each = e.n_outputs * leaves * ob.depth * np.dtype(self.dtype).itemsize
+            ob = ob.take(slice(0, min(ob.tree.size, room // each)))
+            if ob.tree.size == 0:
+                continue
+            room -= ob.tree.size * each
+            g = level_paths(e, ob)
+            g = dataclasses.replace(g, lower=router.bounds(g.feature, g.lower), upper=router.bounds(g.feature, g.upper))
+            table = np.asarray(tables(ob).reshape(g.n_paths, leaves, ob.depth), self.dtype)
+            groups.append({"blocks": block_arrays(g, self.dtype, {"table": table}, ob.depth * self.rows,
+                                                  self.memory_budget)})
+            tabled[ob.tree] = True
+        return groups, tabled, deferred
 
     def _saabas(self, g: Paths) -> dict:
         return {"blocks": block_arrays(g, self.dtype, {"saabas": np.asarray(g.saabas, self.dtype)},

@@ -119,7 +119,7 @@ class ExplainRows:
             raise ValueError("approximate=True explains the raw output only; use model_output='raw'.")
         if approximate:
             require_cover(self.ensemble, "approximate=True (Saabas values)")
-        build = self._builder.build(rounds, bool(approximate))
+        build = self._builder.build(rounds, bool(approximate), Xh.shape[0])
         Xp = self.ensemble.prepare(Xh)
         codes = build.router.encode(Xp, np.float32)
         n = Xh.shape[0]

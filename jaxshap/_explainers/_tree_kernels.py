@@ -8,8 +8,11 @@ vectors of rows at a time. So the working set is one block, whatever the number 
 the program has one loop body per group, whatever the depth. A group's blocks hold, by kind:
 
 * ``"A1"`` (path-dependent): the factors of :mod:`jaxshap._tree._quadrature`;
-* ``"table"`` (interventional, short paths): the values of every pattern of followed slots,
-  from the background's pattern histogram (:func:`jaxshap._tree._interventional.tables_host`);
+* ``"table"``: the values of every pattern of followed slots, read at the row's pattern:
+  interventional short paths, from the background's pattern histogram
+  (:func:`jaxshap._tree._interventional.tables_host`), and path-dependent oblivious trees, one
+  pseudo-path of level conditions per tree, whose pattern is the row's leaf index
+  (:mod:`jaxshap._tree._oblivious`);
 * ``"value"`` (interventional): the pair games in closed form against chunks of background rows
   (:func:`jaxshap._tree._interventional.pair_block`), an inner ``lax.scan`` over those chunks;
 * ``"saabas"``: Saabas' attributions along the row's own path.

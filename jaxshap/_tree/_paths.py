@@ -45,6 +45,7 @@ class Paths:
       cat, cat_words, cat_invalid_ok: for models with categorical splits: ``[P, U]`` whether the
         slot tests set membership, ``[P, U, W]`` the bit set of category codes that follow the
         path, and whether a negative or out-of-range code does; ``None`` otherwise.
+      tree: ``[P]`` the tree each path belongs to (``None`` when not recorded).
     """
 
     feature: np.ndarray
@@ -64,6 +65,7 @@ class Paths:
     cat: np.ndarray | None = None
     cat_words: np.ndarray | None = None
     cat_invalid_ok: np.ndarray | None = None
+    tree: np.ndarray | None = None
 
     def by_width(self, widths: tuple[int, ...]):
         """Yield ``(width, group)``: the paths with more slots than the previous width and at
@@ -90,6 +92,7 @@ class Paths:
             cat=None if self.cat is None else cut(self.cat),
             cat_words=None if self.cat_words is None else cut(self.cat_words),
             cat_invalid_ok=None if self.cat_invalid_ok is None else cut(self.cat_invalid_ok),
+            tree=None if self.tree is None else self.tree[keep],
         )
 
     @property
@@ -183,7 +186,7 @@ def _path_splits(parent: np.ndarray, leaves: np.ndarray, depths: np.ndarray) -> 
     return leaf_of, child
 
 
-def _split_tests(e: TreeEnsemble, node: np.ndarray, child: np.ndarray) -> dict:
+def split_tests(e: TreeEnsemble, node: np.ndarray, child: np.ndarray) -> dict:
     """Per split entry (``node`` going to ``child``): the feature, the interval ``(lower, upper]``
     that follows the path, the missing and zero rules, the cover ratio and, for categorical
     splits, the category codes that follow the path."""
@@ -249,7 +252,7 @@ def decompose(e: TreeEnsemble, max_bytes: int | None = None, saabas: bool = Fals
     _check_size(max_bytes, n_paths, n_splits * n_paths / max(1, leaves.size), f"{n_splits} splits")
     leaf_of, child = _path_splits(parent, leaves, depths)
     node = parent[child]
-    tests = _split_tests(e, node, child)
+    tests = split_tests(e, node, child)
     if saabas:
         mean = node_means(e)
         tests["saabas"] = mean[child] - mean[node]  # [E, K]
@@ -279,7 +282,7 @@ def decompose(e: TreeEnsemble, max_bytes: int | None = None, saabas: bool = Fals
     return Paths(
         **columns, value=value.astype(np.float64), output=out_rep.astype(np.int32), base=e.base.copy(),
         n_features=e.n_features, n_outputs=e.n_outputs, length=length[leaf_rep].astype(np.int32),
-        saabas=table("saabas")[leaf_rep, :, out_rep] if saabas else None,
+        saabas=table("saabas")[leaf_rep, :, out_rep] if saabas else None, tree=leaves[leaf_rep] // e.feature.shape[1],
     )
 
 
