@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import jaxshap
-from jaxshap._core import _progress
+from jaxshap._core import _chunking as _progress
 
 
 def host_model(Z):

@@ -14,7 +14,7 @@ import pytest
 import jaxshap
 import jaxshap._core._chunking as chunking
 from jaxshap._engine._program import Plan, block_program
-from jaxshap._core._progress import ProgressBar
+from jaxshap._core._chunking import ProgressBar
 from oracle import interventional_shapley
 
 # Different chunk and block shapes may reorder float32 sums inside the model (last-bit changes);

@@ -6,7 +6,7 @@ with :mod:`._inputs`), plans chunks under the memory budget (:meth:`_plan`, with
 :mod:`._chunking`), runs one compiled program over the rows (:func:`._program.run_rows`, which
 also pads rows to a few capacities, shards them over devices with :mod:`jaxshap._core._device_rows` and cuts
 host-level blocks), and wraps the results (:meth:`_wrap`). Streams are cut by
-:mod:`jaxshap._core._chunking`; progress is drawn by :mod:`._progress`. Subclasses only say how many
+:mod:`jaxshap._core._chunking`; progress is drawn there too. Subclasses only say how many
 coalitions a row needs, how much working memory their estimator needs per row, and which
 estimator kernel turns coalition values into attributions.
 

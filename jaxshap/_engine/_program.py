@@ -31,7 +31,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from .._core._chunking import bucket_rows, plan_blocks
 from .._core._inputs import is_traced
 from .._core._platform import cached_jit
-from .._core._progress import ProgressBar
+from .._core._chunking import ProgressBar
 from .._core._device_rows import RowMesh, row_mesh
 
 

@@ -33,7 +33,7 @@ from .._core._chunking import chunk_bytes, map_chunks, plan_blocks
 from .._core._inputs import as_key, column_names, is_sparse, is_traced
 from .._core._model import model_errors
 from ._program import run_rows
-from .._core._progress import ProgressBar, progress_bar
+from .._core._chunking import ProgressBar, progress_bar
 from .._core._pytree import register_fields
 from .._core._chunking import check_batch_size, cut_batches, is_single_batch, total_rows
 
@@ -183,7 +183,7 @@ class RowExplainer:
             uses ``fold_in(key, i)``, whatever the chunks, blocks or devices.
           progress: show a progress bar (rows done, rate, time left; tqdm's when installed) on
             ``sys.stderr`` after 1 s; ``None`` (the default): as shap, after 10 s, for a run of
-            many model evaluations or in a terminal (see :mod:`jaxshap._core._progress`). Never
+            many model evaluations or in a terminal (see :mod:`jaxshap._core._chunking`). Never
             shown while JAX is tracing (inside ``jax.jit``, ``jax.grad``, ``jax.vmap``). With a
             bar the rows run as successive equal blocks of one compiled program.
           devices: ``None`` (default) runs where ``X`` lies; ``"local"`` shards the rows over

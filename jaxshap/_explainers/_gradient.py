@@ -24,7 +24,7 @@ from .._core._inputs import (
     resolve_feature_names,
 )
 from .._core._model import Model, model_errors, wrap_model
-from .._core._progress import ProgressBar, wants_progress
+from .._core._chunking import ProgressBar, wants_progress
 from .._engine._rows import RowExplainer
 from .._core._validate import integer, number
 from .._core._validate import memory_budget as check_memory_budget

@@ -17,7 +17,7 @@ import numpy as np
 
 from .._core._inputs import float_dtype
 from .._core._model import declared_output_names
-from .._core._progress import ProgressBar, wants_progress
+from .._core._chunking import ProgressBar, wants_progress
 from .._core._validate import DEFAULT_MEMORY_BUDGET, choice, memory_budget as check_memory_budget
 from .._engine._shap_api import ShapAPI, as_host64, precision, shap_background
 from .._result._arrays import to_host

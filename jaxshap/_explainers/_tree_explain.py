@@ -30,7 +30,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from .._core._chunking import check_batch_size, is_single_batch, total_rows
 from .._core._device_rows import row_mesh
 from .._core._inputs import align_columns, as_key, is_traced, put, resolve_feature_names
-from .._core._progress import ProgressBar, wants_progress
+from .._core._chunking import ProgressBar, wants_progress
 from .._core._validate import integer
 from .._engine._explainer import drop_output_axis
 from .._engine._shap_api import as_host64, interactions_as_values, precision
