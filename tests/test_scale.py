@@ -225,7 +225,7 @@ def test_rows_sharded_over_four_devices_match_one_device():
             assert len({s.device for s in e.values.addressable_shards}) == 4
             close(np.asarray(e.values), one[:40])
             from jaxshap._engine._program import Plan, block_program
-            plan = Plan(10, 16, None, jaxshap._core._device_rows.row_mesh(Xs, None))
+            plan = Plan(10, 16, None, jaxshap._engine._program.row_mesh(Xs, None))
             hlo = block_program.lower(ex, Xs, jax.random.key(5), 0, 0, 40, plan).compile().as_text()
             assert not any(op in hlo for op in ("all-gather", "all-reduce", "all-to-all", "collective-permute"))
             # blocks (progress) on sharded rows

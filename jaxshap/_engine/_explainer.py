@@ -4,7 +4,7 @@ r"""The base class of the model-agnostic explainers: what they share, in small p
 An explainer binds a model and a masker once; calling it validates the rows (:meth:`_validate`,
 with :mod:`._inputs`), plans chunks under the memory budget (:meth:`_plan`, with
 :mod:`._chunking`), runs one compiled program over the rows (:func:`._program.run_rows`, which
-also pads rows to a few capacities, shards them over devices with :mod:`jaxshap._core._device_rows` and cuts
+also pads rows to a few capacities, shards them over devices and cuts
 host-level blocks), and wraps the results (:meth:`_wrap`). Streams are cut by
 :mod:`jaxshap._core._chunking`; progress is drawn there too. Subclasses only say how many
 coalitions a row needs, how much working memory their estimator needs per row, and which

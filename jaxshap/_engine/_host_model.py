@@ -37,10 +37,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._core._chunking import bucket_rows, map_chunks
+from .._core._chunking import ProgressBar, bucket_rows, map_chunks
 from .._core._inputs import is_traced
 from .._core._platform import cached_jit, untied
-from .._core._chunking import ProgressBar
 from ._program import take_block
 
 

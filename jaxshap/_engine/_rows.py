@@ -29,13 +29,12 @@ from typing import Any, Iterator
 import jax
 
 from .._result._explanation import Explanation
-from .._core._chunking import chunk_bytes, map_chunks, plan_blocks
+from .._core._chunking import (ProgressBar, check_batch_size, chunk_bytes, cut_batches, is_single_batch, map_chunks,
+                               plan_blocks, progress_bar, total_rows)
 from .._core._inputs import as_key, column_names, is_sparse, is_traced
 from .._core._model import model_errors
 from ._program import run_rows
-from .._core._chunking import ProgressBar, progress_bar
 from .._core._pytree import register_fields
-from .._core._chunking import check_batch_size, cut_batches, is_single_batch, total_rows
 
 
 class RowExplainer:

@@ -88,29 +88,6 @@ def check_index(index: str, order: int, n_features: int) -> tuple[str, int]:
     return index, order
 
 
-def interaction_order(interactions: object, most: int | None = None) -> int:
-    """The order an explainer's ``interactions=`` asks for: ``False``/``None``/``0`` none (0),
-    ``True`` shap's pairwise matrix (2), an int ``k`` the order-``k`` tensor.
-
-    Raises:
-      ValueError: naming ``interactions`` for anything else, or an order above ``most`` (what the
-        explainer implements), so that no call returns a lower order than the one asked for.
-    """
-    if interactions is None or interactions is False:
-        return 0
-    if interactions is True:
-        order = 2
-    elif isinstance(interactions, (int, np.integer)) and not isinstance(interactions, bool) and interactions >= 0:
-        order = int(interactions)
-    else:
-        raise ValueError(f"`interactions` must be True (pairs), False or an order k >= 1; got {interactions!r}.")
-    if most is not None and order > most:
-        can = f"up to order {most}" if most else "no interaction values"
-        raise ValueError(f"`interactions={interactions!r}` asks for order {order}; this explainer computes {can}. "
-                         "ExactExplainer (up to 20 features) and TreeExplainer compute every order.")
-    return order
-
-
 # --- static weight tables (NumPy, float64) ----------------------------------------------------
 def derivative_weights(index: str, n_features: int, t: int, order: int) -> np.ndarray:
     r"""``mu_t(q)``, ``q = 0 .. M - t``: the weight of :math:`\Delta_T v(S)` with ``|S| = q``."""

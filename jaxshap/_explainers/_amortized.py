@@ -21,10 +21,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from .._core._chunking import map_chunks, plan_chunks
+from .._core._chunking import ProgressBar, map_chunks, plan_chunks, wants_progress
 from .._core._inputs import as_key, as_matrix, check_finite, check_n_features, resolve_feature_names
 from .._core._model import wrap_model
-from .._core._chunking import ProgressBar, wants_progress
 from .._core._pytree import network_arrays, network_from_arrays, read_saved, write_saved
 from .._core._validate import DEFAULT_MEMORY_BUDGET, choice, integer, is_integer, layer_widths, number
 from .._core._validate import memory_budget as check_memory_budget

@@ -13,11 +13,11 @@ import jax.numpy as jnp
 from .._coalitions._combinatorics import all_masks
 from .._coalitions._nested import coalition_count, read_partition_tree
 from .._core._inputs import resolve_feature_names
-from .._core._validate import DEFAULT_MEMORY_BUDGET
+from .._core._validate import DEFAULT_MEMORY_BUDGET, interaction_order
 from .._engine._explainer import ModelAgnosticExplainer, as_masker
 from .._engine._shap_api import interactions_as_values
 from .._estimators._exact import winter_values
-from .._estimators._interactions import INDICES, interaction_order, shapley_and_interactions
+from .._estimators._interactions import INDICES, shapley_and_interactions
 from ..maskers import Partition
 from ..maskers._base import SHAPLEY
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from .._estimators._gradients import QUADRATURE_RULES, expected_gradients_row, integrated_gradients_row, quadrature
 from .._result._explanation import Explanation
-from .._core._chunking import chunk_capacity, map_chunks, plan_chunks
+from .._core._chunking import ProgressBar, chunk_capacity, map_chunks, plan_chunks, wants_progress
 from .._core._validate import DEFAULT_MEMORY_BUDGET
 from .._engine._explainer import drop_output_axis
 from .._core._inputs import (
@@ -24,7 +24,6 @@ from .._core._inputs import (
     resolve_feature_names,
 )
 from .._core._model import Model, model_errors, wrap_model
-from .._core._chunking import ProgressBar, wants_progress
 from .._engine._rows import RowExplainer
 from .._core._validate import integer, number
 from .._core._validate import memory_budget as check_memory_budget

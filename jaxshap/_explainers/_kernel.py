@@ -8,13 +8,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._estimators._interactions import interaction_order
 from .._coalitions._kernel_plan import kernel_plan
 from .._coalitions._kernel_plan import max_coalitions as all_coalitions
 from .._coalitions._kernel_plan import min_coalitions
 from .._coalitions._kernel_sampling import Auto, Sampler
 from .._core._inputs import is_traced
-from .._core._validate import DEFAULT_MEMORY_BUDGET, flag, integer, number
+from .._core._validate import DEFAULT_MEMORY_BUDGET, flag, integer, interaction_order, number
 from .._engine._explainer import ModelAgnosticExplainer
 from .._estimators._kernel import draw_operators, kernel_shapley, third_order_ridge
 from .._estimators._kernel_priors import RowPrior

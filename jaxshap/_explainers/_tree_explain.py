@@ -27,14 +27,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
-from .._core._chunking import check_batch_size, is_single_batch, total_rows
-from .._core._device_rows import row_mesh
+from .._core._chunking import ProgressBar, check_batch_size, is_single_batch, total_rows, wants_progress
 from .._core._inputs import align_columns, as_key, is_traced, put, resolve_feature_names
-from .._core._chunking import ProgressBar, wants_progress
-from .._core._validate import integer
+from .._core._validate import integer, interaction_order
 from .._engine._explainer import drop_output_axis
+from .._engine._program import row_mesh
 from .._engine._shap_api import as_host64, interactions_as_values, precision
-from .._estimators._interactions import INDICES, interaction_order
+from .._estimators._interactions import INDICES
 from .._result._decomposition import Decomposition
 from .._result._explanation import Explanation
 from .._tree._decomposition import DecompositionTables, build_tables, bytes_per_row, chunk_components
