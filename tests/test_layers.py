@@ -20,7 +20,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "jaxshap"
 LAYERS = {
     "_lazy": 0,         # public names imported on first use (PEP 562)
     "_core": 1,         # the host platform (environment settings, BLAS threads, LAPACK order, program caches), pytree split,
-                        # inputs, device rows, validation, chunking, model adapters, progress
+                        # inputs, device rows, validation, chunking and progress, model adapters
     "datasets": 1,      # data shipped with the package
     "_coalitions": 2,   # combinatorics, masks, permutations, Shapley-kernel samplers, feature hierarchies
     "_estimators": 3,   # estimator kernels on a game v(masks), the Gaussian conditioning algebra, learned models' pieces
