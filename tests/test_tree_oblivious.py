@@ -59,7 +59,7 @@ def _kinds(ex, n_rows=0):
     return {name for g in build.groups for name in g["blocks"] if name in ("A1", "table")}
 
 
-def _check(ex, e, X, values):
+def _check(e, X, values):
     for i, x in enumerate(X):
         phi, base = path_dependent_shapley(e, x)
         np.testing.assert_allclose(values[i].reshape(phi.shape), phi, rtol=1e-10, atol=1e-12)
@@ -78,7 +78,7 @@ def test_tables_equal_brute_force(depth):
     assert [o.tree.tolist() for o in oblivious_trees(e)] == [list(range(6))]
     X = _rows(rng, 6, m)
     expl = ex(X)
-    _check(ex, e, X, np.asarray(expl.values, np.float64))
+    _check(e, X, np.asarray(expl.values, np.float64))
     np.testing.assert_allclose(np.asarray(expl.values).sum(1) + np.asarray(expl.base_values), e.predict(X), atol=1e-12)
 
 
@@ -94,7 +94,7 @@ def test_deep_trees_wait_for_a_call_of_as_many_rows():
     large = np.asarray(ex(X).values, np.float64)
     assert _kinds(ex) == {"table"}
     np.testing.assert_allclose(large[:5], small, rtol=1e-10, atol=1e-12)
-    _check(ex, e, X[:3], large)
+    _check(e, X[:3], large)
 
 
 def test_trees_needing_many_branch_choices_stay_paths():
@@ -105,4 +105,4 @@ def test_trees_needing_many_branch_choices_stay_paths():
     ex = jaxshap.TreeExplainer(e)
     assert _kinds(ex) == {"A1", "table"}
     X = _rows(rng, 3, 4)
-    _check(ex, e, X, np.asarray(ex(X).values, np.float64))
+    _check(e, X, np.asarray(ex(X).values, np.float64))

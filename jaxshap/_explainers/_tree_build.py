@@ -167,10 +167,13 @@ def routed_paths(e: TreeEnsemble, memory_budget: int, approximate: bool) -> tupl
         categorical = np.zeros(e.n_features, bool)
         categorical[paths.feature[paths.cat]] = True
     router = Router.from_bounds(paths.feature, paths.lower, paths.upper, e.n_features, categorical)
-    paths = dataclasses.replace(
-        paths, lower=router.bounds(paths.feature, paths.lower), upper=router.bounds(paths.feature, paths.upper)
-    )
-    return paths, router
+    return ranked(paths, router), router
+
+
+def ranked(paths: Paths, router: Router) -> Paths:
+    """The paths with their bounds as the router's ranks (the form the kernels compare rows in)."""
+    return dataclasses.replace(paths, lower=router.bounds(paths.feature, paths.lower),
+                               upper=router.bounds(paths.feature, paths.upper))
 
 
 def background_chunks(codes: np.ndarray, weights: np.ndarray, fb: np.ndarray | None, dtype,
@@ -296,8 +299,7 @@ class TreeBuilder:
             if ob.tree.size == 0:
                 continue
             room -= ob.tree.size * each
-            g = level_paths(e, ob)
-            g = dataclasses.replace(g, lower=router.bounds(g.feature, g.lower), upper=router.bounds(g.feature, g.upper))
+            g = ranked(level_paths(e, ob), router)
             table = np.asarray(tables(ob).reshape(g.n_paths, leaves, ob.depth), self.dtype)
             groups.append({"blocks": block_arrays(g, self.dtype, {"table": table}, ob.depth * self.rows,
                                                   self.memory_budget)})

@@ -99,6 +99,8 @@ def oblivious_trees(e: TreeEnsemble, max_depth: int = MAX_DEPTH) -> list[Oblivio
     fronts = [np.zeros((t, 1), np.int64)]
     going = np.ones(t, bool)
     depth = np.zeros(t, np.int64)
+    conditions = [e.feature, e.threshold, e.default_left, e.missing] + [a for a in (e.cat_left, e.cat_invalid_left)
+                                                                         if a is not None]
     for j in range(max_depth + 1):
         front = fronts[-1]
         inner = e.feature[rows, front] >= 0
@@ -107,9 +109,7 @@ def oblivious_trees(e: TreeEnsemble, max_depth: int = MAX_DEPTH) -> list[Oblivio
         going &= inner.all(axis=1)
         if j == max_depth or not going.any():
             break
-        tests = [e.feature, e.threshold, e.default_left, e.missing] + [a for a in (e.cat_left, e.cat_invalid_left)
-                                                                        if a is not None]
-        for a in tests:
+        for a in conditions:
             going &= _same(a[rows, front])
         fronts.append(np.concatenate([np.where(going[:, None], e.left[rows, front], 0),
                                       np.where(going[:, None], e.right[rows, front], 0)], axis=1))
@@ -173,10 +173,14 @@ def _levels(feature: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return first, lead, multi
 
 
+def _branch_count(multi: np.ndarray) -> np.ndarray:
+    """``[T]``: ``2**m`` for ``m`` features on several levels (``multi`` of :func:`_levels`)."""
+    return 2 ** (multi.max(axis=1) + 1)
+
+
 def n_branches(feature: np.ndarray) -> np.ndarray:
     """``[T]``: the branch choices each tree needs, ``2**m`` for ``m`` features on several levels."""
-    _, _, multi = _levels(feature)
-    return 2 ** (multi.max(axis=1) + 1)
+    return _branch_count(_levels(feature)[2])
 
 
 def _coefficients(feature: np.ndarray, t: np.ndarray, n_branch: int) -> tuple[np.ndarray, np.ndarray]:
@@ -200,7 +204,7 @@ def _coefficients(feature: np.ndarray, t: np.ndarray, n_branch: int) -> tuple[np
     b_other = np.where(several, np.where(on_z, np.where(ld, 1.0 - t, 1.0), 0.0), 1.0 - t)
     a_target = np.where(several & on_z, 0.0, 1.0)
     b_target = np.where(several, np.where(on_z, np.where(ld, -1.0, 1.0), 0.0), -1.0)
-    live = lead[:, :, None, None, None] & (b < 2 ** (multi.max(axis=1) + 1)[:, None, None, None, None])
+    live = lead[:, :, None, None, None] & (b < _branch_count(multi)[:, None, None, None, None])
     alpha = np.where(live, np.where(target, a_target, a_other), 0.0)
     beta = np.where(live, np.where(target, b_target, b_other), 0.0)
     return np.broadcast_to(alpha, shape), np.broadcast_to(beta, shape)
