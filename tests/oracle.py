@@ -100,7 +100,8 @@ def path_dependent_shapley(e, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             return e.value[t, node]
         left, right = e.left[t, node], e.right[t, node]
         if f in S:
-            gl = go_left(np.float64(x[f]), e.threshold[t, node], e.default_left[t, node], e.missing[t, node])
+            cats = None if e.cat_left is None else (e.cat_left[t, node], e.cat_invalid_left[t, node])
+            gl = go_left(np.float64(x[f]), e.threshold[t, node], e.default_left[t, node], e.missing[t, node], cats)
             return expect(t, left if gl else right, S)
         c = e.cover[t, node]
         return (e.cover[t, left] * expect(t, left, S) + e.cover[t, right] * expect(t, right, S)) / c

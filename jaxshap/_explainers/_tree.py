@@ -89,7 +89,7 @@ class TreeExplainer(ExplainRows, ShapAPI):
 
     Routing is exactly the library's own: inputs are rounded to the precision the library
     compares in (float32 for XGBoost, CatBoost, scikit-learn's classic trees and ONNX float inputs, float64
-    for LightGBM and HistGradientBoosting), missing values (NaN, ``pd.NA``, XGBoost's ``missing=``
+    for LightGBM, HistGradientBoosting and pyspark.ml), missing values (NaN, ``pd.NA``, XGBoost's ``missing=``
     value, entries absent from an XGBoost sparse matrix or DMatrix) and categories the model
     never saw go where the model sends them, and the kernels compare ranks among the thresholds,
     so they route exactly whatever ``dtype`` the attributions are computed in. The sklearn wrappers of XGBoost and LightGBM predict with the
@@ -114,8 +114,8 @@ class TreeExplainer(ExplainRows, ShapAPI):
     Efficiency holds: ``values.sum(1) + base_values`` equals the explained output.
 
     Args:
-      model: a fitted XGBoost, LightGBM, CatBoost or scikit-learn tree model (HistGradientBoosting with
-        categorical splits too), an ONNX ``ModelProto`` with one ``TreeEnsembleRegressor`` /
+      model: a fitted XGBoost, LightGBM, CatBoost, scikit-learn (HistGradientBoosting with
+        categorical splits too) or pyspark.ml tree model, an ONNX ``ModelProto`` with one ``TreeEnsembleRegressor`` /
         ``TreeEnsembleClassifier`` node (no covers unless its ``nodes_hitrates`` add up: pass
         ``data``), or any model a registered :class:`jaxshap.trees.TreeReader` recognises (see
         ``TypeError`` below).

@@ -17,7 +17,7 @@ from ._reader import (
     register_reader,
     supported,
 )
-from . import _xgboost, _lightgbm, _catboost, _sklearn  # noqa: F401  (register the readers)
+from . import _xgboost, _lightgbm, _catboost, _sklearn, _spark  # noqa: F401  (register the readers)
 
 register_reader(EnsembleReader())
 register_reader(ShapDictReader())
