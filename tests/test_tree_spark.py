@@ -2,8 +2,9 @@
 
 Oracles: Spark's own ``transform`` (the read trees must predict what Spark predicts, on rows
 with unseen categories and NaNs too), ``shap.TreeExplainer`` on the same model (which reads
-Spark's continuous splits), and the brute-force path-dependent game
-(``oracle.path_dependent_shapley``) where shap cannot read the model (categorical splits).
+Spark's continuous splits), and where shap cannot read the model (categorical splits) the
+brute-force path-dependent game (``oracle.path_dependent_shapley``) and the brute-force
+interventional game of Spark's own predictions (``oracle.interventional_shapley``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 
 import jaxshap
-from oracle import path_dependent_shapley
+from oracle import interventional_shapley, path_dependent_shapley
 
 pytest.importorskip("pyspark")
 shap = pytest.importorskip("shap")
@@ -113,6 +114,14 @@ def test_categorical_splits_route_and_explain_as_spark(spark):
     for i in (0, 5, 12, 13):
         expected, _ = path_dependent_shapley(e, rows[i])
         np.testing.assert_allclose(values[i], expected[:, 0], rtol=0, atol=1e-10)
+
+    # Interventional (which shap does not offer for Spark): the game of Spark's own predictions.
+    background = X[20:40]
+    explained = rows[[0, 12, 13]]
+    spark_predict = lambda Z: _spark_output(model.setFeaturesCol("features"), spark, Z, "prediction")  # noqa: E731
+    expected = interventional_shapley(spark_predict, explained, background)
+    values = np.asarray(jaxshap.TreeExplainer(model, data=background)(explained).values, np.float64)
+    np.testing.assert_allclose(values, expected.reshape(values.shape), rtol=0, atol=1e-10)
 
 
 def test_a_spark_frame_is_read_with_the_assembler_names(spark):
