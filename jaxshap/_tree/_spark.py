@@ -24,7 +24,8 @@ comparison and goes right. A ``CategoricalSplit`` (on a feature that carries Spa
 metadata, e.g. from ``VectorIndexer``) sends the codes in ``leftCategories`` left; a code
 outside ``0 .. numCategories - 1``, or a NaN, goes where Spark sends a category it has not seen
 (right when the left set is the smaller half, else left). Codes are whole numbers, as Spark's
-indexers write them.
+indexers write them; a fractional code is read as its whole part (Spark would treat it as a
+category it has not seen).
 
 Inputs: NumPy arrays and DataFrames as for any tree model, or a Spark DataFrame, whose vector
 column (the one named ``features`` when there are several) is collected to the driver; the
