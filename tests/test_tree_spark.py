@@ -124,6 +124,23 @@ def test_categorical_splits_route_and_explain_as_spark(spark):
     np.testing.assert_allclose(values, expected.reshape(values.shape), rtol=0, atol=1e-10)
 
 
+def test_unseen_codes_past_a_small_sets_words_go_as_spark_sends_them(spark):
+    # One tree splits on a 4-category and a 40-category feature: its bit sets are two words wide,
+    # and a code of 35 on the small feature is as unseen to Spark as 7 is.
+    rng = np.random.default_rng(0)
+    X = np.c_[rng.normal(size=600), rng.integers(0, 4, 600), rng.integers(0, 40, 600)].astype(float)
+    y = np.where(X[:, 1] == 2, 2.0, 0.0) + np.where(X[:, 2] % 3 == 0, 1.0, 0.0) + 0.1 * X[:, 0]
+    frame = spark.createDataFrame([(Vectors.dense(x), float(v)) for x, v in zip(X, y)], ["features", "label"])
+    indexed = VectorIndexer(inputCol="features", outputCol="indexed", maxCategories=40).fit(frame).transform(frame)
+    model = regression.DecisionTreeRegressor(featuresCol="indexed", maxDepth=4, maxBins=64).fit(indexed)
+    e = import_model(model)
+    assert e.cat_left is not None and e.cat_left.shape[-1] == 2
+    rows = np.array([[0.0, a, b] for a in (0, 2, 5, 35, 50) for b in (0, 3, 1, 45, 70)])
+    out = model.transform(spark.createDataFrame([(Vectors.dense(x),) for x in rows], ["indexed"]))
+    spark_out = np.array([r[0] for r in out.select("prediction").collect()])[:, None]
+    np.testing.assert_allclose(e.predict(rows), spark_out, rtol=0, atol=1e-12)
+
+
 def test_a_spark_frame_is_read_with_the_assembler_names(spark):
     X, y = _data(n=120, seed=5)
     names = ["age", "income", "rate", "grade"]

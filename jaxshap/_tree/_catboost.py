@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from ._ensemble import MISSING_CATEGORICAL, MISSING_NAN, Tree, TreeEnsemble, make_tree, stack_trees
+from ._ensemble import MISSING_CATEGORICAL, MISSING_NAN, Tree, TreeEnsemble, make_tree, node_category_sets, stack_trees
 from ._reader import TreeReader, require_fitted, root_module
 
 _CODE_RANGES = (1 << 10, 1 << 16)  # integer categories looked up, first the small ones
@@ -176,11 +176,7 @@ def _nested(tj: dict, splits: _Splits, k: int, scale: float) -> Tree:
 
 def _make(feature, threshold, left, right, default_left, value, cover, missing, words) -> Tree:
     """:func:`make_tree`, with the categorical bit sets ``words`` (``None`` at numeric splits and leaves)."""
-    cat_left = cat_invalid_left = None
-    if any(w is not None for w in words):
-        n_words = max(w.size for w in words if w is not None)
-        cat_left = np.stack([np.zeros(n_words, np.uint32) if w is None else w for w in words])
-        cat_invalid_left = np.ones(len(words), bool)  # codes CatBoost never saw meet no condition
+    cat_left, cat_invalid_left = node_category_sets(words, True)  # codes CatBoost never saw meet no condition
     return make_tree(feature, threshold, left, right, default_left, value, cover, missing, cat_left, cat_invalid_left)
 
 

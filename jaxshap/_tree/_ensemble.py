@@ -223,6 +223,23 @@ class Tree:
     cat_invalid_left: np.ndarray | None = None  # [N] where invalid codes go
 
 
+def node_category_sets(words: list, invalid_left) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """``(cat_left [N, W], cat_invalid_left [N])`` for :func:`make_tree` from each node's bit set
+    (uint32 words, ``None`` at numeric splits and leaves) and where each node sends invalid codes
+    (``[N]`` or one bool for all), or ``(None, None)`` when no node has a set. A node's set shorter
+    than ``W`` words is padded the way its invalid codes go, so that a code past its own words
+    goes where a code past every word does (as :func:`stack_trees` pads across trees)."""
+    if all(w is None for w in words):
+        return None, None
+    invalid = np.broadcast_to(np.asarray(invalid_left, bool), (len(words),)).copy()
+    n_words = max(w.size for w in words if w is not None)
+    cat_left = np.where(invalid[:, None], np.uint32(0xFFFFFFFF), np.uint32(0)).repeat(n_words, axis=1)
+    for i, w in enumerate(words):
+        if w is not None:
+            cat_left[i, : w.size] = w
+    return cat_left, invalid
+
+
 def make_tree(feature, threshold, left, right, default_left, value, cover, missing=None, cat_left=None,
               cat_invalid_left=None) -> Tree:
     """Build a :class:`Tree`, normalising dtypes and marking leaves with ``feature = -1``."""

@@ -40,7 +40,8 @@ from typing import Any
 
 import numpy as np
 
-from ._ensemble import MISSING_CATEGORICAL, MISSING_NAN, Tree, TreeEnsemble, make_tree, stack_trees
+from ._ensemble import (MISSING_CATEGORICAL, MISSING_NAN, Tree, TreeEnsemble, make_tree, node_category_sets,
+                        stack_trees)
 from ._reader import TreeReader, root_module
 
 _SINGLE = {"DecisionTreeRegressionModel", "DecisionTreeClassificationModel"}
@@ -61,7 +62,7 @@ def _category_words(left: list[float], n_categories: int, unseen_left: bool) -> 
 def _read_tree(root, classification: bool, scale: float) -> Tree:
     """One Spark tree (its JVM root node) as a :class:`Tree`, in preorder; node values times
     ``scale`` (class frequencies for a classification tree)."""
-    feature, threshold, left, right, default_left, missing, values, cover, cats = ([] for _ in range(9))
+    feature, threshold, left, right, default_left, missing, values, cover, words = ([] for _ in range(9))
     stack = [(root, -1, False)]  # (node, parent index, is the parent's right child)
     while stack:
         node, parent, is_right = stack.pop()
@@ -72,14 +73,15 @@ def _read_tree(root, classification: bool, scale: float) -> Tree:
         cover.append(float(stats.count()))
         if classification:
             counts = np.asarray(list(stats.stats()), np.float64)
-            values.append(counts / counts.sum() * scale if counts.sum() > 0 else counts)
+            total = counts.sum()
+            values.append(counts / total * scale if total > 0 else counts)
         else:
             values.append(np.array([node.prediction() * scale]))
         left.append(-1)
         right.append(-1)
         if node.getClass().getSimpleName() != "InternalNode":
             feature.append(-1), threshold.append(0.0), default_left.append(False)
-            missing.append(MISSING_NAN), cats.append(None)
+            missing.append(MISSING_NAN), words.append(None)
             continue
         split = node.split()
         feature.append(int(split.featureIndex()))
@@ -87,20 +89,13 @@ def _read_tree(root, classification: bool, scale: float) -> Tree:
             codes, n_cat = list(split.leftCategories()), int(split.numCategories())
             unseen_left = len(codes) > n_cat // 2  # Spark keeps the smaller side's set
             threshold.append(0.0), default_left.append(unseen_left), missing.append(MISSING_CATEGORICAL)
-            cats.append((_category_words(codes, n_cat, unseen_left), unseen_left))
+            words.append(_category_words(codes, n_cat, unseen_left))
         else:
             threshold.append(float(split.threshold())), default_left.append(False)
-            missing.append(MISSING_NAN), cats.append(None)
+            missing.append(MISSING_NAN), words.append(None)
         stack.append((node.rightChild(), i, True))
         stack.append((node.leftChild(), i, False))
-    cat_left = cat_invalid_left = None
-    if any(c is not None for c in cats):
-        width = max(c[0].size for c in cats if c is not None)
-        cat_left = np.zeros((len(cats), width), np.uint32)
-        cat_invalid_left = np.zeros(len(cats), bool)
-        for i, c in enumerate(cats):
-            if c is not None:
-                cat_left[i, : c[0].size], cat_invalid_left[i] = c
+    cat_left, cat_invalid_left = node_category_sets(words, default_left)  # unseen codes go as NaNs
     return make_tree(feature, threshold, left, right, default_left, np.stack(values), cover, missing,
                      cat_left, cat_invalid_left)
 
